@@ -1,0 +1,29 @@
+// Counters behind torch.tpu._get_cache_stats() and torch_tpu.metrics.report().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace tpu::engine {
+
+struct Metrics {
+  std::atomic<int64_t> ops_run{0};
+  std::atomic<int64_t> compiles{0};
+  std::atomic<int64_t> compile_time_us{0};
+  std::atomic<int64_t> memory_cache_hits{0};
+  std::atomic<int64_t> disk_cache_hits{0};
+  std::atomic<int64_t> disk_cache_writes{0};
+  std::atomic<int64_t> host_to_device_bytes{0};
+  std::atomic<int64_t> device_to_host_bytes{0};
+};
+
+Metrics& metrics();
+void count_fallback(const std::string& op);
+void count_op(const std::string& op);
+std::map<std::string, int64_t> fallback_counts();
+std::map<std::string, int64_t> op_counts();
+void reset_metrics();
+
+}  // namespace tpu::engine

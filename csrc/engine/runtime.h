@@ -1,0 +1,43 @@
+// The process-wide PJRT runtime under the `tpu` device: plugin, client, devices.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt/client.h"
+
+namespace tpu::engine {
+
+struct RuntimeConfig {
+  std::string plugin_path;       // chosen by discovery (torch_tpu/_discovery.py + C++)
+  std::string plugin_kind;       // "cpu", "tpu", "cuda", "custom"
+  int cpu_device_count = 1;      // TORCH_TPU_CPU_DEVICES
+};
+
+class Runtime {
+ public:
+  explicit Runtime(const RuntimeConfig& config);
+  const pjrt::Client& client() const { return *client_; }
+  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  const RuntimeConfig& config() const { return config_; }
+  // "cpu (PJRT 0.115, stablehlo 1.20.0)"
+  std::string description() const;
+  // Stable identity of the plugin build, part of every disk-cache key.
+  const std::string& plugin_fingerprint() const { return fingerprint_; }
+
+ private:
+  RuntimeConfig config_;
+  std::unique_ptr<pjrt::Client> client_;
+  std::string fingerprint_;
+};
+
+// Configures the runtime (called once by torch_tpu at import); does not load the plugin.
+void configure_runtime(const RuntimeConfig& config);
+bool runtime_configured();
+// Loads the plugin on first use; throws a clear error when it cannot.
+Runtime& runtime();
+bool runtime_initialized();
+int device_count_or_zero();
+
+}  // namespace tpu::engine

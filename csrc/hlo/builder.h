@@ -1,0 +1,73 @@
+// Builds one StableHLO module as MLIR text: the @main signature, SSA values and ops.
+//
+// Ops are printed in MLIR's generic form ("stablehlo.add"(%a, %b) : (...) -> ...), whose
+// syntax has not changed across the StableHLO versions our plugins parse (1.13 to 1.20),
+// unlike several ops' pretty forms. Attributes go in the discardable dict after the regions,
+// which every version accepts for inherent attributes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+
+namespace tpu::hlo {
+
+struct Value {
+  int id = -1;
+  Type type;
+  bool valid() const { return id >= 0; }
+  const std::vector<int64_t>& shape() const { return type.shape; }
+  DType dtype() const { return type.dtype; }
+  int rank() const { return type.rank(); }
+};
+
+struct ArgOptions {
+  int alias_output = -1;     // donate this argument: its buffer becomes output N
+  std::string sharding;      // mhlo.sharding, for SPMD modules
+};
+
+class Builder {
+ public:
+  Builder();
+
+  // Adds a parameter of @main.
+  Value arg(const Type& type, const ArgOptions& options = {});
+  const std::vector<Type>& arg_types() const { return arg_types_; }
+
+  // Emits a generic op and returns its results.
+  std::vector<Value> emit(const std::string& name, const std::vector<Value>& operands,
+                          const std::vector<Type>& results, const std::string& attrs = "",
+                          const std::vector<std::string>& regions = {});
+  Value emit1(const std::string& name, const std::vector<Value>& operands, const Type& result,
+              const std::string& attrs = "", const std::vector<std::string>& regions = {}) {
+    return emit(name, operands, {result}, attrs, regions).at(0);
+  }
+
+  // Builds a single-block region whose arguments have `arg_types`; `body` returns the values
+  // passed to stablehlo.return.
+  using RegionBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
+  std::string region(const std::vector<Type>& arg_types, const RegionBody& body);
+
+  // The whole module, returning `results` from @main.
+  std::string module(const std::vector<Value>& results, int num_partitions = 1,
+                     const std::vector<std::string>& result_shardings = {}) const;
+  int num_ops() const { return num_ops_; }
+
+ private:
+  std::string name_of(const Value& v) const { return "%v" + std::to_string(v.id); }
+  Value fresh(const Type& t) { return Value{next_id_++, t}; }
+
+  int next_id_ = 0;
+  int num_ops_ = 0;
+  std::vector<Type> arg_types_;
+  std::vector<Value> args_;
+  std::vector<ArgOptions> arg_options_;
+  std::vector<std::string> blocks_;  // text of the block being built, innermost last
+};
+
+// "array<i64: 1, 2>"
+std::string i64_array(const std::vector<int64_t>& values);
+
+}  // namespace tpu::hlo

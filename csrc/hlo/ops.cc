@@ -1,0 +1,395 @@
+#include "hlo/ops.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace tpu::hlo {
+namespace {
+
+std::string int_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Non-finite float literals are written as bit patterns, which MLIR accepts for float types.
+std::string nonfinite_literal(double v, DType t) {
+  bool nan = std::isnan(v), neg = v < 0;
+  switch (real_part(t)) {
+    case DType::F16: return nan ? "0x7E00" : neg ? "0xFC00" : "0x7C00";
+    case DType::BF16: return nan ? "0x7FC0" : neg ? "0xFF80" : "0x7F80";
+    case DType::F32: return nan ? "0x7FC00000" : neg ? "0xFF800000" : "0x7F800000";
+    default: return nan ? "0x7FF8000000000000" : neg ? "0xFFF0000000000000" : "0x7FF0000000000000";
+  }
+}
+
+std::string float_literal(double v, DType t) {
+  if (!std::isfinite(v)) return nonfinite_literal(v, t);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string scalar_literal(double v, DType t) {
+  if (t == DType::Pred) return v != 0 ? "true" : "false";
+  if (is_complex(t)) return "(" + float_literal(v, t) + ", 0.0)";
+  if (is_float(t)) return float_literal(v, t);
+  if (is_unsigned(t)) return std::to_string(static_cast<uint64_t>(static_cast<int64_t>(v)));
+  return std::to_string(static_cast<int64_t>(v));
+}
+
+std::string reduction_op(const std::string& kind, DType t) {
+  if (kind == "add") return t == DType::Pred ? "stablehlo.or" : "stablehlo.add";
+  if (kind == "mul") return t == DType::Pred ? "stablehlo.and" : "stablehlo.multiply";
+  if (kind == "max") return t == DType::Pred ? "stablehlo.or" : "stablehlo.maximum";
+  if (kind == "min") return t == DType::Pred ? "stablehlo.and" : "stablehlo.minimum";
+  if (kind == "and") return "stablehlo.and";
+  if (kind == "or") return "stablehlo.or";
+  throw std::logic_error("unknown reduction kind " + kind);
+}
+
+std::string scalar_region(Builder& b, DType t, const std::string& op) {
+  Type s(t, {});
+  return b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{r.emit1(op, {a[0], a[1]}, s)};
+  });
+}
+
+}  // namespace
+
+Value constant(Builder& b, double value, DType dtype, const std::vector<int64_t>& shape) {
+  Type scalar(dtype, {});
+  Value c = b.emit1("stablehlo.constant", {}, scalar,
+                    "value = dense<" + scalar_literal(value, dtype) + "> : " + scalar.str());
+  return shape.empty() ? c : broadcast_in_dim(b, c, shape, {});
+}
+
+Value constant_i64_vector(Builder& b, const std::vector<int64_t>& values, DType dtype) {
+  Type t(dtype, {static_cast<int64_t>(values.size())});
+  std::string body = values.empty() ? "" : int_list(values);
+  return b.emit1("stablehlo.constant", {}, t, "value = dense<" + body + "> : " + t.str());
+}
+
+Value zeros(Builder& b, const Type& type) { return constant(b, 0, type.dtype, type.shape); }
+
+Value unary(Builder& b, const std::string& op, Value x) { return b.emit1(op, {x}, x.type); }
+
+Value binary(Builder& b, const std::string& op, Value x, Value y) {
+  if (x.type != y.type) {
+    throw std::logic_error(op + ": operand types differ: " + x.type.str() + " vs " + y.type.str());
+  }
+  return b.emit1(op, {x, y}, x.type);
+}
+Value add(Builder& b, Value x, Value y) { return binary(b, "stablehlo.add", x, y); }
+Value sub(Builder& b, Value x, Value y) { return binary(b, "stablehlo.subtract", x, y); }
+Value mul(Builder& b, Value x, Value y) { return binary(b, "stablehlo.multiply", x, y); }
+Value div(Builder& b, Value x, Value y) { return binary(b, "stablehlo.divide", x, y); }
+Value max(Builder& b, Value x, Value y) { return binary(b, "stablehlo.maximum", x, y); }
+Value min(Builder& b, Value x, Value y) { return binary(b, "stablehlo.minimum", x, y); }
+Value neg(Builder& b, Value x) { return unary(b, "stablehlo.negate", x); }
+
+Value convert(Builder& b, Value x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  if (dtype == DType::Pred) {  // XLA converts to i1 by truncation; PyTorch tests != 0.
+    return compare(b, x, zeros(b, x.type), "NE");
+  }
+  if (is_complex(x.dtype()) && !is_complex(dtype)) {
+    x = b.emit1("stablehlo.real", {x}, Type(real_part(x.dtype()), x.shape()));
+  }
+  return b.emit1("stablehlo.convert", {x}, Type(dtype, x.shape()));
+}
+
+Value bitcast_convert(Builder& b, Value x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return b.emit1("stablehlo.bitcast_convert", {x}, Type(dtype, x.shape()));
+}
+
+Value compare(Builder& b, Value x, Value y, const std::string& direction) {
+  if (x.type != y.type) {
+    throw std::logic_error("compare: operand types differ: " + x.type.str() + " vs " + y.type.str());
+  }
+  return b.emit1("stablehlo.compare", {x, y}, Type(DType::Pred, x.shape()),
+                 "comparison_direction = #stablehlo<comparison_direction " + direction + ">");
+}
+
+Value select(Builder& b, Value pred, Value on_true, Value on_false) {
+  return b.emit1("stablehlo.select", {pred, on_true, on_false}, on_true.type);
+}
+
+Value clamp(Builder& b, Value lo, Value x, Value hi) {
+  return b.emit1("stablehlo.clamp", {lo, x, hi}, x.type);
+}
+
+Value reshape(Builder& b, Value x, const std::vector<int64_t>& shape) {
+  if (x.shape() == shape) return x;
+  return b.emit1("stablehlo.reshape", {x}, Type(x.dtype(), shape));
+}
+
+Value transpose(Builder& b, Value x, const std::vector<int64_t>& permutation) {
+  bool identity = true;
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    identity &= permutation[i] == static_cast<int64_t>(i);
+    shape.push_back(x.shape().at(permutation[i]));
+  }
+  if (identity) return x;
+  return b.emit1("stablehlo.transpose", {x}, Type(x.dtype(), shape),
+                 "permutation = " + i64_array(permutation));
+}
+
+Value broadcast_in_dim(Builder& b, Value x, const std::vector<int64_t>& shape,
+                       const std::vector<int64_t>& dims) {
+  return b.emit1("stablehlo.broadcast_in_dim", {x}, Type(x.dtype(), shape),
+                 "broadcast_dimensions = " + i64_array(dims));
+}
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& c) {
+  size_t n = std::max(a.size(), c.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t dc = i < n - c.size() ? 1 : c[i - (n - c.size())];
+    if (da != dc && da != 1 && dc != 1) {
+      throw std::invalid_argument("shapes cannot be broadcast together");
+    }
+    out[i] = da == 1 ? dc : da;
+  }
+  return out;
+}
+
+Value broadcast_to(Builder& b, Value x, const std::vector<int64_t>& shape) {
+  if (x.shape() == shape) return x;
+  // Drop size-1 dims that get expanded, then broadcast the rest in place.
+  size_t offset = shape.size() - x.shape().size();
+  std::vector<int64_t> kept_shape, dims;
+  for (size_t i = 0; i < x.shape().size(); ++i) {
+    if (x.shape()[i] == shape[i + offset]) {
+      kept_shape.push_back(x.shape()[i]);
+      dims.push_back(static_cast<int64_t>(i + offset));
+    }
+  }
+  return broadcast_in_dim(b, reshape(b, x, kept_shape), shape, dims);
+}
+
+Value slice(Builder& b, Value x, const std::vector<int64_t>& start,
+            const std::vector<int64_t>& limit, const std::vector<int64_t>& strides) {
+  std::vector<int64_t> shape;
+  bool identity = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    int64_t n = limit[i] > start[i] ? (limit[i] - start[i] + strides[i] - 1) / strides[i] : 0;
+    shape.push_back(n);
+    identity &= start[i] == 0 && limit[i] == x.shape()[i] && strides[i] == 1;
+  }
+  if (identity) return x;
+  return b.emit1("stablehlo.slice", {x}, Type(x.dtype(), shape),
+                 "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
+                     ", strides = " + i64_array(strides));
+}
+
+Value dynamic_slice(Builder& b, Value x, const std::vector<Value>& starts,
+                    const std::vector<int64_t>& sizes) {
+  std::vector<Value> operands{x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return b.emit1("stablehlo.dynamic_slice", operands, Type(x.dtype(), sizes),
+                 "slice_sizes = " + i64_array(sizes));
+}
+
+Value dynamic_update_slice(Builder& b, Value x, Value update, const std::vector<Value>& starts) {
+  std::vector<Value> operands{x, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return b.emit1("stablehlo.dynamic_update_slice", operands, x.type);
+}
+
+Value concatenate(Builder& b, const std::vector<Value>& xs, int64_t dim) {
+  if (xs.size() == 1) return xs[0];
+  std::vector<int64_t> shape = xs.at(0).shape();
+  shape[dim] = 0;
+  for (const Value& x : xs) shape[dim] += x.shape()[dim];
+  return b.emit1("stablehlo.concatenate", xs, Type(xs[0].dtype(), shape),
+                 "dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value pad(Builder& b, Value x, Value pad_value, const std::vector<int64_t>& low,
+          const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < low.size(); ++i) {
+    int64_t d = x.shape()[i];
+    shape.push_back(low[i] + high[i] + d + (d > 0 ? (d - 1) * interior[i] : 0));
+  }
+  return b.emit1("stablehlo.pad", {x, pad_value}, Type(x.dtype(), shape),
+                 "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " +
+                     i64_array(high) + ", interior_padding = " + i64_array(interior));
+}
+
+Value iota(Builder& b, const Type& type, int64_t dim) {
+  return b.emit1("stablehlo.iota", {}, type, "iota_dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value reverse(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return x;
+  return b.emit1("stablehlo.reverse", {x}, x.type, "dimensions = " + i64_array(dims));
+}
+
+Value reduction_init(Builder& b, const std::string& kind, DType t) {
+  double inf = std::numeric_limits<double>::infinity();
+  if (kind == "add" || kind == "or") return constant(b, 0, t);
+  if (kind == "mul" || kind == "and") return constant(b, 1, t);
+  bool is_max = kind == "max";
+  if (t == DType::Pred) return constant(b, is_max ? 0 : 1, t);
+  if (is_float(t)) return constant(b, is_max ? -inf : inf, t);
+  int bits = bit_width(t);
+  if (is_unsigned(t)) {
+    return is_max ? constant(b, 0, t)
+                  : bits == 64 ? constant(b, -1, t)  // all ones
+                               : constant(b, std::ldexp(1.0, bits) - 1, t);
+  }
+  if (bits == 64) {
+    return is_max ? constant(b, static_cast<double>(INT64_MIN), t)
+                  : b.emit1("stablehlo.constant", {}, Type(t, {}),
+                            "value = dense<9223372036854775807> : tensor<i64>");
+  }
+  double lim = std::ldexp(1.0, bits - 1);
+  return constant(b, is_max ? -lim : lim - 1, t);
+}
+
+Value reduce(Builder& b, Value x, const std::vector<int64_t>& dims, const std::string& kind) {
+  if (dims.empty()) return x;
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    bool reduced = false;
+    for (int64_t d : dims) reduced |= d == i;
+    if (!reduced) shape.push_back(x.shape()[i]);
+  }
+  Value init = reduction_init(b, kind, x.dtype());
+  std::string body = scalar_region(b, x.dtype(), reduction_op(kind, x.dtype()));
+  return b.emit1("stablehlo.reduce", {x, init}, Type(x.dtype(), shape),
+                 "dimensions = " + i64_array(dims), {body});
+}
+
+Value reduce_window(Builder& b, Value x, const std::string& kind, const std::vector<int64_t>& window,
+                    const std::vector<int64_t>& strides,
+                    const std::vector<std::pair<int64_t, int64_t>>& padding) {
+  std::vector<int64_t> shape;
+  std::string pads = "dense<[";
+  for (size_t i = 0; i < window.size(); ++i) {
+    int64_t padded = x.shape()[i] + padding[i].first + padding[i].second;
+    shape.push_back(padded < window[i] ? 0 : (padded - window[i]) / strides[i] + 1);
+    pads += (i ? ", [" : "[") + std::to_string(padding[i].first) + ", " +
+            std::to_string(padding[i].second) + "]";
+  }
+  pads += "]> : tensor<" + std::to_string(window.size()) + "x2xi64>";
+  Value init = reduction_init(b, kind, x.dtype());
+  std::string body = scalar_region(b, x.dtype(), reduction_op(kind, x.dtype()));
+  return b.emit1("stablehlo.reduce_window", {x, init}, Type(x.dtype(), shape),
+                 "window_dimensions = " + i64_array(window) + ", window_strides = " +
+                     i64_array(strides) + ", padding = " + pads,
+                 {body});
+}
+
+Value dot_general(Builder& b, Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
+                  const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                  const std::vector<int64_t>& rhs_contract, DType result) {
+  std::vector<int64_t> shape;
+  for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
+  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch,
+                       const std::vector<int64_t>& contract) {
+    for (int64_t i = 0; i < v.rank(); ++i) {
+      bool used = false;
+      for (int64_t d : batch) used |= d == i;
+      for (int64_t d : contract) used |= d == i;
+      if (!used) shape.push_back(v.shape()[i]);
+    }
+  };
+  free_dims(lhs, lhs_batch, lhs_contract);
+  free_dims(rhs, rhs_batch, rhs_contract);
+  std::string dims = "dot_dimension_numbers = #stablehlo.dot<";
+  std::string sep;
+  auto field = [&](const char* name, const std::vector<int64_t>& v) {
+    if (v.empty()) return;
+    dims += sep + name + " = " + int_list(v);
+    sep = ", ";
+  };
+  field("lhs_batching_dimensions", lhs_batch);
+  field("rhs_batching_dimensions", rhs_batch);
+  field("lhs_contracting_dimensions", lhs_contract);
+  field("rhs_contracting_dimensions", rhs_contract);
+  dims += ">";
+  // PyTorch float32 matmuls are full precision; TPUs default to bf16 passes without this.
+  if (lhs.dtype() == DType::F32 || lhs.dtype() == DType::F64 || is_complex(lhs.dtype())) {
+    dims += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  }
+  return b.emit1("stablehlo.dot_general", {lhs, rhs}, Type(result, shape), dims);
+}
+
+Value gather(Builder& b, Value operand, Value indices, const GatherDims& d,
+             const std::vector<int64_t>& slice_sizes, const std::vector<int64_t>& result_shape) {
+  std::string attrs = "dimension_numbers = #stablehlo.gather<";
+  std::string sep;
+  auto field = [&](const char* name, const std::vector<int64_t>& v) {
+    if (v.empty()) return;
+    attrs += sep + name + " = " + int_list(v);
+    sep = ", ";
+  };
+  field("offset_dims", d.offset_dims);
+  field("collapsed_slice_dims", d.collapsed_slice_dims);
+  field("start_index_map", d.start_index_map);
+  attrs += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
+  attrs += ", indices_are_sorted = false, slice_sizes = " + i64_array(slice_sizes);
+  return b.emit1("stablehlo.gather", {operand, indices}, Type(operand.dtype(), result_shape), attrs);
+}
+
+Value scatter(Builder& b, Value operand, Value indices, Value updates, const ScatterDims& d,
+              const std::string& combine) {
+  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<";
+  std::string sep;
+  auto field = [&](const char* name, const std::vector<int64_t>& v) {
+    if (v.empty()) return;
+    attrs += sep + name + " = " + int_list(v);
+    sep = ", ";
+  };
+  field("update_window_dims", d.update_window_dims);
+  field("inserted_window_dims", d.inserted_window_dims);
+  field("scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims);
+  attrs += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
+  attrs += ", indices_are_sorted = false, unique_indices = false";
+  Type s(operand.dtype(), {});
+  std::string body = b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
+    if (combine == "add") {
+      return std::vector<Value>{r.emit1(reduction_op("add", s.dtype), {a[0], a[1]}, s)};
+    }
+    return std::vector<Value>{a[1]};
+  });
+  return b.emit1("stablehlo.scatter", {operand, indices, updates}, operand.type, attrs, {body});
+}
+
+std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t dim,
+                        bool descending, bool stable) {
+  std::vector<Type> scalars, results;
+  for (const Value& v : operands) {
+    scalars.push_back(Type(v.dtype(), {}));
+    scalars.push_back(Type(v.dtype(), {}));
+    results.push_back(v.type);
+  }
+  DType key = operands[0].dtype();
+  std::string body = b.region(scalars, [&](Builder& r, const std::vector<Value>& a) {
+    std::string attrs = std::string("comparison_direction = #stablehlo<comparison_direction ") +
+                        (descending ? "GT" : "LT") + ">";
+    if (is_float(key)) attrs += ", compare_type = #stablehlo<comparison_type TOTALORDER>";
+    return std::vector<Value>{
+        r.emit1("stablehlo.compare", {a[0], a[1]}, Type(DType::Pred, {}), attrs)};
+  });
+  return b.emit("stablehlo.sort", operands, results,
+                "dimension = " + std::to_string(dim) + " : i64, is_stable = " +
+                    (stable ? "true" : "false"),
+                {body});
+}
+
+std::vector<Value> rng_bit_generator(Builder& b, Value state, const Type& bits_type) {
+  return b.emit("stablehlo.rng_bit_generator", {state}, {state.type, bits_type},
+                "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+}
+
+}  // namespace tpu::hlo

@@ -1,0 +1,87 @@
+// Typed helpers that emit StableHLO ops through a Builder and infer result types.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace tpu::hlo {
+
+// Constants (splat scalars, broadcast to `shape`).
+Value constant(Builder& b, double value, DType dtype, const std::vector<int64_t>& shape = {});
+Value constant_i64_vector(Builder& b, const std::vector<int64_t>& values, DType dtype = DType::S64);
+Value zeros(Builder& b, const Type& type);
+
+// Element-wise.
+Value unary(Builder& b, const std::string& op, Value x);                  // "stablehlo.exponential"...
+Value binary(Builder& b, const std::string& op, Value x, Value y);         // same shapes and types
+Value add(Builder& b, Value x, Value y);
+Value sub(Builder& b, Value x, Value y);
+Value mul(Builder& b, Value x, Value y);
+Value div(Builder& b, Value x, Value y);
+Value max(Builder& b, Value x, Value y);
+Value min(Builder& b, Value x, Value y);
+Value neg(Builder& b, Value x);
+Value convert(Builder& b, Value x, DType dtype);  // no-op when already `dtype`
+Value bitcast_convert(Builder& b, Value x, DType dtype);
+// direction: EQ NE LT LE GT GE
+Value compare(Builder& b, Value x, Value y, const std::string& direction);
+Value select(Builder& b, Value pred, Value on_true, Value on_false);
+Value clamp(Builder& b, Value lo, Value x, Value hi);
+
+// Shapes.
+Value reshape(Builder& b, Value x, const std::vector<int64_t>& shape);
+Value transpose(Builder& b, Value x, const std::vector<int64_t>& permutation);
+Value broadcast_in_dim(Builder& b, Value x, const std::vector<int64_t>& shape,
+                       const std::vector<int64_t>& dims);
+// NumPy-style broadcast of `x` to `shape` (trailing dimensions aligned).
+Value broadcast_to(Builder& b, Value x, const std::vector<int64_t>& shape);
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+Value slice(Builder& b, Value x, const std::vector<int64_t>& start,
+            const std::vector<int64_t>& limit, const std::vector<int64_t>& strides);
+Value dynamic_slice(Builder& b, Value x, const std::vector<Value>& starts,
+                    const std::vector<int64_t>& sizes);
+Value dynamic_update_slice(Builder& b, Value x, Value update, const std::vector<Value>& starts);
+Value concatenate(Builder& b, const std::vector<Value>& xs, int64_t dim);
+Value pad(Builder& b, Value x, Value pad_value, const std::vector<int64_t>& low,
+          const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
+Value iota(Builder& b, const Type& type, int64_t dim);
+Value reverse(Builder& b, Value x, const std::vector<int64_t>& dims);
+
+// Reductions: `kind` is "add", "mul", "max", "min", "and", "or".
+Value reduce(Builder& b, Value x, const std::vector<int64_t>& dims, const std::string& kind);
+// Identity element of a reduction kind for dtype.
+Value reduction_init(Builder& b, const std::string& kind, DType dtype);
+Value reduce_window(Builder& b, Value x, const std::string& kind, const std::vector<int64_t>& window,
+                    const std::vector<int64_t>& strides, const std::vector<std::pair<int64_t, int64_t>>& padding);
+
+// Linear algebra.
+Value dot_general(Builder& b, Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
+                  const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                  const std::vector<int64_t>& rhs_contract, DType result);
+
+// Indexing.
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map;
+  int64_t index_vector_dim = 0;
+};
+Value gather(Builder& b, Value operand, Value indices, const GatherDims& dims,
+             const std::vector<int64_t>& slice_sizes, const std::vector<int64_t>& result_shape);
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+};
+// combine: "" (replace), "add".
+Value scatter(Builder& b, Value operand, Value indices, Value updates, const ScatterDims& dims,
+              const std::string& combine);
+
+// Sort along `dim`; operands sorted together by the first one's order (comparison "LT"/"GT",
+// NaN ordered last like PyTorch). Returns all operands sorted.
+std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t dim, bool descending,
+                        bool stable);
+
+// Random bits: state is tensor<2xui64>; returns {new_state, bits}.
+std::vector<Value> rng_bit_generator(Builder& b, Value state, const Type& bits_type);
+
+}  // namespace tpu::hlo

@@ -1,0 +1,56 @@
+#include "hlo/types.h"
+
+namespace tpu::hlo {
+
+const char* mlir_name(DType t) {
+  switch (t) {
+    case DType::Pred: return "i1";
+    case DType::S8: return "i8";
+    case DType::S16: return "i16";
+    case DType::S32: return "i32";
+    case DType::S64: return "i64";
+    case DType::U8: return "ui8";
+    case DType::U16: return "ui16";
+    case DType::U32: return "ui32";
+    case DType::U64: return "ui64";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+    case DType::C64: return "complex<f32>";
+    case DType::C128: return "complex<f64>";
+  }
+  return "?";
+}
+
+int bit_width(DType t) {
+  switch (t) {
+    case DType::Pred: return 8;
+    case DType::S8: case DType::U8: return 8;
+    case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 16;
+    case DType::S32: case DType::U32: case DType::F32: return 32;
+    case DType::S64: case DType::U64: case DType::F64: case DType::C64: return 64;
+    case DType::C128: return 128;
+  }
+  return 0;
+}
+
+DType real_part(DType t) {
+  if (t == DType::C64) return DType::F32;
+  if (t == DType::C128) return DType::F64;
+  return t;
+}
+
+int64_t Type::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string Type::str() const {
+  std::string s = "tensor<";
+  for (int64_t d : shape) s += std::to_string(d) + "x";
+  return s + mlir_name(dtype) + ">";
+}
+
+}  // namespace tpu::hlo

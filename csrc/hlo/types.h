@@ -1,0 +1,38 @@
+// Element types and tensor types of StableHLO, independent of torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpu::hlo {
+
+enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128 };
+
+const char* mlir_name(DType t);  // "i1", "f32", "ui8", "complex<f32>", ...
+int bit_width(DType t);
+inline bool is_complex(DType t) { return t == DType::C64 || t == DType::C128; }
+inline bool is_float(DType t) {
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
+}
+inline bool is_unsigned(DType t) {
+  return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
+}
+inline bool is_integer(DType t) { return !is_float(t) && !is_complex(t) && t != DType::Pred; }
+// Real part type of a complex type (identity otherwise).
+DType real_part(DType t);
+
+struct Type {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  Type() = default;
+  Type(DType d, std::vector<int64_t> s) : dtype(d), shape(std::move(s)) {}
+  int rank() const { return static_cast<int>(shape.size()); }
+  int64_t numel() const;
+  std::string str() const;  // "tensor<2x3xf32>"
+  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator!=(const Type& o) const { return !(*this == o); }
+};
+
+}  // namespace tpu::hlo

@@ -1,0 +1,330 @@
+// Element-wise arithmetic, math, comparison, logical and selection ops.
+#include <cmath>
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+// Operand i converted to `dtype` and broadcast to the output shape.
+Value operand(Context& c, size_t i, DType dtype) {
+  return cast_to(c.b, c.tensor(i), dtype, c.out().shape);
+}
+
+// f(x, y) computed in the promoted type, then converted to the output type.
+Rule binary_rule(std::function<Value(Builder&, Value, Value)> f, bool compute_in_out_type = false) {
+  return [f, compute_in_out_type](Context& c) {
+    DType t = compute_in_out_type ? c.out().dtype : c.compute_dtype;
+    Value r = f(c.b, operand(c, 0, t), operand(c, 1, t));
+    return std::vector<Value>{convert(c.b, r, c.out().dtype)};
+  };
+}
+
+Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
+  return binary_rule([op](Builder& b, Value x, Value y) { return binary(b, op, x, y); },
+                     compute_in_out_type);
+}
+
+// add/sub with alpha: x op alpha * y.
+Rule alpha_rule(const std::string& op) {
+  return [op](Context& c) {
+    DType t = c.compute_dtype;
+    Value x = operand(c, 0, t), y = operand(c, 1, t);
+    if (c.has(2)) y = mul(c.b, y, operand(c, 2, t));
+    return std::vector<Value>{convert(c.b, binary(c.b, op, x, y), c.out().dtype)};
+  };
+}
+
+// f(x) on the input converted to the output type (ints become floats for math functions).
+Rule unary_rule(std::function<Value(Builder&, Value)> f) {
+  return [f](Context& c) {
+    return std::vector<Value>{f(c.b, operand(c, 0, c.out().dtype))};
+  };
+}
+Rule hlo_unary(const std::string& op) {
+  return unary_rule([op](Builder& b, Value x) { return unary(b, op, x); });
+}
+
+Rule compare_rule(const std::string& direction) {
+  return [direction](Context& c) {
+    DType t = c.compute_dtype;
+    Value r = compare(c.b, operand(c, 0, t), operand(c, 1, t), direction);
+    return std::vector<Value>{convert(c.b, r, c.out().dtype)};
+  };
+}
+
+Rule logical_rule(const std::string& op) {
+  return [op](Context& c) {
+    Value r = binary(c.b, op, operand(c, 0, DType::Pred), operand(c, 1, DType::Pred));
+    return std::vector<Value>{convert(c.b, r, c.out().dtype)};
+  };
+}
+
+Value scalar_like(Builder& b, double v, const Value& x) { return constant(b, v, x.dtype(), x.shape()); }
+
+Value trunc(Builder& b, Value x) {
+  Value neg = compare(b, x, scalar_like(b, 0, x), "LT");
+  return select(b, neg, unary(b, "stablehlo.ceil", x), unary(b, "stablehlo.floor", x));
+}
+
+// Python-style modulo: the result takes the divisor's sign.
+Value python_remainder(Builder& b, Value x, Value y) {
+  Value r = binary(b, "stablehlo.remainder", x, y);
+  Value zero = scalar_like(b, 0, r);
+  Value nonzero = compare(b, r, zero, "NE");
+  Value signs_differ = compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE");
+  Value fix = binary(b, "stablehlo.and", nonzero, signs_differ);
+  return select(b, fix, add(b, r, y), r);
+}
+
+Value floor_divide(Builder& b, Value x, Value y) {
+  if (is_float(x.dtype())) return unary(b, "stablehlo.floor", div(b, x, y));
+  Value q = div(b, x, y);  // truncates
+  Value r = binary(b, "stablehlo.remainder", x, y);
+  Value zero = scalar_like(b, 0, r);
+  Value adjust = binary(b, "stablehlo.and", compare(b, r, zero, "NE"),
+                        compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE"));
+  return select(b, adjust, sub(b, q, scalar_like(b, 1, q)), q);
+}
+
+std::vector<Value> div_mode(Context& c) {
+  std::string mode = c.has(2) ? c.arg(2).s : "";
+  if (mode.empty()) {
+    DType t = c.out().dtype;
+    return {div(c.b, operand(c, 0, t), operand(c, 1, t))};
+  }
+  DType t = c.compute_dtype;
+  Value x = operand(c, 0, t), y = operand(c, 1, t);
+  Value r = mode == "trunc" ? (is_float(t) ? trunc(c.b, div(c.b, x, y)) : div(c.b, x, y))
+                            : floor_divide(c.b, x, y);
+  return {convert(c.b, r, c.out().dtype)};
+}
+
+Value gelu(Builder& b, Value x, bool tanh_approx) {
+  Value half = scalar_like(b, 0.5, x), one = scalar_like(b, 1, x);
+  if (tanh_approx) {
+    Value k = scalar_like(b, std::sqrt(2.0 / M_PI), x);
+    Value inner = mul(b, k, add(b, x, mul(b, scalar_like(b, 0.044715, x), mul(b, x, mul(b, x, x)))));
+    return mul(b, mul(b, half, x), add(b, one, unary(b, "stablehlo.tanh", inner)));
+  }
+  Value erf = unary(b, "chlo.erf", mul(b, x, scalar_like(b, M_SQRT1_2, x)));
+  return mul(b, mul(b, half, x), add(b, one, erf));
+}
+
+std::vector<Value> gelu_backward(Context& c) {
+  Builder& b = c.b;
+  DType t = c.out().dtype;
+  Value g = operand(c, 0, t), x = operand(c, 1, t);
+  bool tanh_approx = c.has(2) && c.arg(2).s == "tanh";
+  Value half = scalar_like(b, 0.5, x), one = scalar_like(b, 1, x);
+  if (tanh_approx) {
+    Value k = scalar_like(b, std::sqrt(2.0 / M_PI), x), k1 = scalar_like(b, 0.044715, x);
+    Value x2 = mul(b, x, x);
+    Value inner = mul(b, k, add(b, x, mul(b, k1, mul(b, x2, x))));
+    Value th = unary(b, "stablehlo.tanh", inner);
+    Value left = mul(b, half, add(b, one, th));
+    Value dinner = mul(b, k, add(b, one, mul(b, scalar_like(b, 3 * 0.044715, x), x2)));
+    Value right = mul(b, mul(b, half, x), mul(b, sub(b, one, mul(b, th, th)), dinner));
+    return {mul(b, g, add(b, left, right))};
+  }
+  Value cdf = mul(b, half, add(b, one, unary(b, "chlo.erf", mul(b, x, scalar_like(b, M_SQRT1_2, x)))));
+  Value pdf = mul(b, scalar_like(b, 1.0 / std::sqrt(2 * M_PI), x),
+                  unary(b, "stablehlo.exponential", mul(b, scalar_like(b, -0.5, x), mul(b, x, x))));
+  return {mul(b, g, add(b, cdf, mul(b, x, pdf)))};
+}
+
+std::vector<Value> where(Context& c) {
+  DType t = c.out().dtype;
+  return {select(c.b, operand(c, 0, DType::Pred), operand(c, 1, t), operand(c, 2, t))};
+}
+
+std::vector<Value> masked_fill(Context& c) {
+  DType t = c.out().dtype;
+  return {select(c.b, operand(c, 1, DType::Pred), operand(c, 2, t), operand(c, 0, t))};
+}
+
+// clamp(self, min?, max?): NaN in self propagates like PyTorch.
+std::vector<Value> clamp(Context& c) {
+  DType t = c.out().dtype;
+  Value x = operand(c, 0, t);
+  if (c.has(1)) x = max(c.b, x, operand(c, 1, t));
+  if (c.has(2)) x = min(c.b, x, operand(c, 2, t));
+  return {x};
+}
+
+Value relu(Builder& b, Value x) { return max(b, x, scalar_like(b, 0, x)); }
+Value sigmoid(Builder& b, Value x) { return unary(b, "stablehlo.logistic", x); }
+
+std::vector<Value> silu_backward(Context& c) {
+  Builder& b = c.b;
+  DType t = c.out().dtype;
+  Value g = operand(c, 0, t), x = operand(c, 1, t);
+  Value s = sigmoid(b, x), one = scalar_like(b, 1, x);
+  return {mul(b, g, mul(b, s, add(b, one, mul(b, x, sub(b, one, s)))))};
+}
+
+std::vector<Value> threshold_backward(Context& c) {
+  DType t = c.out().dtype;
+  Value g = operand(c, 0, t), x = operand(c, 1, t), th = operand(c, 2, t);
+  return {select(c.b, compare(c.b, x, th, "LE"), scalar_like(c.b, 0, g), g)};
+}
+
+std::vector<Value> leaky_relu(Context& c) {
+  DType t = c.out().dtype;
+  Value x = operand(c, 0, t), slope = c.has(1) ? operand(c, 1, t) : scalar_like(c.b, 0.01, x);
+  return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), "GT"), x, mul(c.b, x, slope))};
+}
+
+std::vector<Value> hardtanh(Context& c) {
+  DType t = c.out().dtype;
+  Value x = operand(c, 0, t);
+  Value lo = c.has(1) ? operand(c, 1, t) : scalar_like(c.b, -1, x);
+  Value hi = c.has(2) ? operand(c, 2, t) : scalar_like(c.b, 1, x);
+  return {min(c.b, max(c.b, x, lo), hi)};
+}
+
+std::vector<Value> lerp(Context& c) {  // self + weight * (end - self)
+  DType t = c.out().dtype;
+  Value x = operand(c, 0, t), e = operand(c, 1, t), w = operand(c, 2, t);
+  return {add(c.b, x, mul(c.b, w, sub(c.b, e, x)))};
+}
+
+// addcmul/addcdiv: self + value * (t1 op t2)
+Rule addc_rule(bool divide) {
+  return [divide](Context& c) {
+    DType t = c.out().dtype;
+    Value x = operand(c, 0, t), a = operand(c, 1, t), d = operand(c, 2, t);
+    Value prod = divide ? div(c.b, a, d) : mul(c.b, a, d);
+    if (c.has(3)) prod = mul(c.b, prod, operand(c, 3, t));
+    return std::vector<Value>{add(c.b, x, prod)};
+  };
+}
+
+Value sign(Builder& b, Value x) {
+  if (x.dtype() == DType::Pred) return x;
+  if (is_unsigned(x.dtype())) {
+    return convert(b, compare(b, x, scalar_like(b, 0, x), "NE"), x.dtype());
+  }
+  return unary(b, "stablehlo.sign", x);
+}
+
+Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
+
+const Registrar registrar({
+    {"add.Tensor", alpha_rule("stablehlo.add")},
+    {"sub.Tensor", alpha_rule("stablehlo.subtract")},
+    {"mul.Tensor", hlo_binary("stablehlo.multiply")},
+    {"div.Tensor", hlo_binary("stablehlo.divide", true)},
+    {"div.Tensor_mode", div_mode},
+    {"remainder.Tensor", binary_rule(python_remainder)},
+    {"fmod.Tensor", hlo_binary("stablehlo.remainder")},
+    {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
+    {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
+    {"pow.Scalar", hlo_binary("stablehlo.power")},
+    {"maximum", hlo_binary("stablehlo.maximum")},
+    {"minimum", hlo_binary("stablehlo.minimum")},
+    {"atan2", hlo_binary("stablehlo.atan2", true)},
+    {"bitwise_and.Tensor", hlo_binary("stablehlo.and")},
+    {"bitwise_or.Tensor", hlo_binary("stablehlo.or")},
+    {"bitwise_xor.Tensor", hlo_binary("stablehlo.xor")},
+    {"eq.Tensor", compare_rule("EQ")}, {"eq.Scalar", compare_rule("EQ")},
+    {"ne.Tensor", compare_rule("NE")}, {"ne.Scalar", compare_rule("NE")},
+    {"lt.Tensor", compare_rule("LT")}, {"lt.Scalar", compare_rule("LT")},
+    {"le.Tensor", compare_rule("LE")}, {"le.Scalar", compare_rule("LE")},
+    {"gt.Tensor", compare_rule("GT")}, {"gt.Scalar", compare_rule("GT")},
+    {"ge.Tensor", compare_rule("GE")}, {"ge.Scalar", compare_rule("GE")},
+    {"logical_and", logical_rule("stablehlo.and")},
+    {"logical_or", logical_rule("stablehlo.or")},
+    {"logical_xor", logical_rule("stablehlo.xor")},
+    {"logical_not", [](Context& c) {
+       Value r = unary(c.b, "stablehlo.not", cast_to(c.b, c.tensor(0), DType::Pred, c.out().shape));
+       return std::vector<Value>{convert(c.b, r, c.out().dtype)};
+     }},
+    {"bitwise_not", hlo_unary("stablehlo.not")},
+    {"where.self", where},
+    {"masked_fill.Scalar", masked_fill},
+    {"masked_fill.Tensor", masked_fill},
+    {"clamp", clamp}, {"clamp.Tensor", clamp},
+    {"clamp_min", clamp},
+    {"clamp_max", [](Context& c) {
+       DType t = c.out().dtype;
+       return std::vector<Value>{min(c.b, operand(c, 0, t), operand(c, 1, t))};
+     }},
+    {"abs", hlo_unary("stablehlo.abs")},
+    {"neg", hlo_unary("stablehlo.negate")},
+    {"sign", unary_rule(sign)},
+    {"sgn", unary_rule(sign)},
+    {"exp", hlo_unary("stablehlo.exponential")},
+    {"exp2", unary_rule([](Builder& b, Value x) {
+       return unary(b, "stablehlo.exponential", mul(b, x, scalar_like(b, M_LN2, x)));
+     })},
+    {"expm1", hlo_unary("stablehlo.exponential_minus_one")},
+    {"log", hlo_unary("stablehlo.log")},
+    {"log1p", hlo_unary("stablehlo.log_plus_one")},
+    {"log2", unary_rule([](Builder& b, Value x) {
+       return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN2, x));
+     })},
+    {"log10", unary_rule([](Builder& b, Value x) {
+       return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN10, x));
+     })},
+    {"sqrt", hlo_unary("stablehlo.sqrt")},
+    {"rsqrt", hlo_unary("stablehlo.rsqrt")},
+    {"reciprocal", unary_rule(reciprocal)},
+    {"sin", hlo_unary("stablehlo.sine")},
+    {"cos", hlo_unary("stablehlo.cosine")},
+    {"tan", hlo_unary("stablehlo.tan")},
+    {"tanh", hlo_unary("stablehlo.tanh")},
+    {"asin", hlo_unary("chlo.asin")},
+    {"acos", hlo_unary("chlo.acos")},
+    {"atan", hlo_unary("chlo.atan")},
+    {"sinh", hlo_unary("chlo.sinh")},
+    {"cosh", hlo_unary("chlo.cosh")},
+    {"asinh", hlo_unary("chlo.asinh")},
+    {"acosh", hlo_unary("chlo.acosh")},
+    {"atanh", hlo_unary("chlo.atanh")},
+    {"erf", hlo_unary("chlo.erf")},
+    {"erfc", hlo_unary("chlo.erfc")},
+    {"erfinv", hlo_unary("chlo.erf_inv")},
+    {"lgamma", hlo_unary("chlo.lgamma")},
+    {"digamma", hlo_unary("chlo.digamma")},
+    {"floor", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.floor", x) : x; })},
+    {"ceil", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.ceil", x) : x; })},
+    {"trunc", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? trunc(b, x) : x; })},
+    {"round", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.round_nearest_even", x) : x; })},
+    {"frac", unary_rule([](Builder& b, Value x) { return sub(b, x, trunc(b, x)); })},
+    {"isnan", [](Context& c) {
+       Value x = c.tensor(0);
+       if (!is_float(x.dtype())) return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};
+       return std::vector<Value>{compare(c.b, x, x, "NE")};
+     }},
+    {"relu", unary_rule(relu)},
+    {"sigmoid", unary_rule(sigmoid)},
+    {"silu", unary_rule([](Builder& b, Value x) { return mul(b, x, sigmoid(b, x)); })},
+    {"gelu", [](Context& c) {
+       bool tanh_approx = c.has(1) && c.arg(1).s == "tanh";
+       return std::vector<Value>{gelu(c.b, operand(c, 0, c.out().dtype), tanh_approx)};
+     }},
+    {"gelu_backward", gelu_backward},
+    {"silu_backward", silu_backward},
+    {"sigmoid_backward", [](Context& c) {
+       DType t = c.out().dtype;
+       Value g = operand(c, 0, t), y = operand(c, 1, t);
+       return std::vector<Value>{mul(c.b, g, mul(c.b, y, sub(c.b, scalar_like(c.b, 1, y), y)))};
+     }},
+    {"tanh_backward", [](Context& c) {
+       DType t = c.out().dtype;
+       Value g = operand(c, 0, t), y = operand(c, 1, t);
+       return std::vector<Value>{mul(c.b, g, sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y)))};
+     }},
+    {"threshold_backward", threshold_backward},
+    {"leaky_relu", leaky_relu},
+    {"hardtanh", hardtanh},
+    {"lerp.Scalar", lerp}, {"lerp.Tensor", lerp},
+    {"addcmul", addc_rule(false)},
+    {"addcdiv", addc_rule(true)},
+});
+
+}  // namespace
+}  // namespace tpu::lowering

@@ -1,0 +1,59 @@
+#include "lowering/registry.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tpu::lowering {
+namespace {
+std::map<std::string, Rule>& table() {
+  static std::map<std::string, Rule> rules;
+  return rules;
+}
+}  // namespace
+
+const Arg& Context::arg(size_t i) const {
+  if (i >= args.size()) throw std::logic_error("rule reads argument " + std::to_string(i) + " of " + std::to_string(args.size()));
+  return args[i];
+}
+
+Value Context::tensor(size_t i) const {
+  const Arg& a = arg(i);
+  if (a.kind != Arg::Kind::Tensor) throw std::logic_error("argument " + std::to_string(i) + " is not a tensor");
+  return a.tensor;
+}
+
+void register_rule(const std::string& op_name, Rule rule) { table()[op_name] = std::move(rule); }
+
+const Rule* find_rule(const std::string& op_name) {
+  auto it = table().find(op_name);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registered_ops() {
+  std::vector<std::string> names;
+  for (const auto& entry : table()) names.push_back(entry.first);
+  return names;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) {
+    throw std::out_of_range("Dimension out of range (expected to be in range of [" +
+                            std::to_string(-r) + ", " + std::to_string(r - 1) + "], but got " +
+                            std::to_string(dim) + ")");
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(wrap_dim(d, rank));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Value cast_to(Builder& b, Value x, DType dtype, const std::vector<int64_t>& shape) {
+  return hlo::broadcast_to(b, hlo::convert(b, x, dtype), shape);
+}
+
+}  // namespace tpu::lowering

@@ -1,0 +1,86 @@
+// The lowering table: ATen operator name -> rule that emits StableHLO for it.
+//
+// Rules know nothing about torch or about who drives them: the eager engine builds a one-op
+// module per signature, the torch.compile backend builds one module per graph, and both call
+// the same rules (DESIGN.md section 3).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hlo/builder.h"
+#include "hlo/ops.h"
+
+namespace tpu::lowering {
+
+using hlo::Builder;
+using hlo::DType;
+using hlo::Type;
+using hlo::Value;
+
+// One argument of an ATen op, in schema order, as a rule sees it.
+struct Arg {
+  enum class Kind { None, Tensor, TensorList, Int, Double, Bool, IntList, String, ScalarType };
+  Kind kind = Kind::None;
+  Value tensor;                // Tensor; Scalar operands arrive as runtime 0-d tensors
+  bool is_wrapped_scalar = false;  // a Python number (weak type in promotion)
+  std::vector<Value> tensors;  // TensorList (an entry may be unset for optional None)
+  int64_t i = 0;
+  double d = 0;
+  bool b = false;
+  std::vector<int64_t> ints;
+  std::string s;
+  DType dtype = DType::F32;
+
+  bool is_none() const { return kind == Kind::None; }
+};
+
+// Thrown when a rule cannot lower this particular call (the engine then falls back to CPU).
+class NotLowerable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Context {
+  Builder& b;
+  std::vector<Arg> args;
+  // Result types with PyTorch semantics (computed by the driver from meta tensors).
+  std::vector<Type> out_types;
+  // PyTorch's promoted type of the tensor and scalar operands (torch.result_type).
+  DType compute_dtype = DType::F32;
+  // Random ops: a tensor<2xui64> THREE_FRY key supplied by the driver (see random.cc).
+  Value rng_key;
+
+  const Arg& arg(size_t i) const;
+  Value tensor(size_t i) const;  // throws if the argument is not a tensor
+  bool has(size_t i) const { return i < args.size() && !args[i].is_none(); }
+  int64_t int_arg(size_t i) const { return arg(i).i; }
+  double double_arg(size_t i) const { return arg(i).kind == Arg::Kind::Int ? arg(i).i : arg(i).d; }
+  bool bool_arg(size_t i) const { return arg(i).b; }
+  const std::vector<int64_t>& ints(size_t i) const { return arg(i).ints; }
+  const Type& out(size_t i = 0) const { return out_types.at(i); }
+};
+
+using Rule = std::function<std::vector<Value>(Context&)>;
+
+void register_rule(const std::string& op_name, Rule rule);
+const Rule* find_rule(const std::string& op_name);
+std::vector<std::string> registered_ops();  // sorted
+
+// Registers rules at static-initialization time: `static Registrar r({{"add.Tensor", fn}, ...});`
+struct Registrar {
+  Registrar(std::initializer_list<std::pair<const char*, Rule>> rules) {
+    for (const auto& [name, rule] : rules) register_rule(name, rule);
+  }
+};
+
+// Shared helpers for rules.
+int64_t wrap_dim(int64_t dim, int64_t rank);
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank);
+// Converts to `dtype` and broadcasts to `shape` (NumPy rules).
+Value cast_to(Builder& b, Value x, DType dtype, const std::vector<int64_t>& shape);
+
+}  // namespace tpu::lowering

@@ -1,0 +1,41 @@
+"""torch-tpu: Google TPUs as a native PyTorch device, `tpu`.
+
+Importing registers PrivateUse1 as `tpu`, the `torch.tpu` module and the kernels. It never
+raises on a host without a plugin: `torch.tpu.is_available()` is then False and first use of
+the device raises a clear error. PyTorch imports this automatically (the `torch.backends`
+entry point), so `import torch; torch.device("tpu")` works without importing torch_tpu.
+"""
+import os
+import sys
+
+import torch
+
+from . import _C, _discovery
+
+__version__ = "0.1.0"
+
+_plugin = _discovery.find_plugin()
+if _plugin is not None:
+    _C._configure(_plugin.path, _plugin.kind, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "1")))
+
+torch.utils.rename_privateuse1_backend("tpu")
+from . import device_module as _device_module  # noqa: E402
+
+torch._register_device_module("tpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+_REGISTERED_OPS = _C._register_kernels()
+
+from . import metrics  # noqa: E402,F401
+
+
+def _announce_platform_once():
+    if _plugin is not None and _plugin.kind == "cpu" and not os.environ.get("TORCH_TPU_QUIET"):
+        print("torch-tpu: no TPU found; the tpu device runs on XLA:CPU "
+              f"({os.path.basename(_plugin.path)})", file=sys.stderr)
+
+
+_device_module._on_first_init.append(_announce_platform_once)
+
+
+def _autoload():
+    """Entry point of the `torch.backends` group: importing this package is the work."""

@@ -1,0 +1,84 @@
+"""Which PJRT plugin runs under the `tpu` device (DESIGN.md section 1).
+
+Order: TORCH_TPU_PJRT_PLUGIN=/path.so; libtpu when a TPU is on the PCI bus (never loaded
+otherwise: it can hang querying cloud metadata); else the XLA CPU plugin.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+GOOGLE_PCI_VENDOR = "0x1ae0"
+
+# CPU plugin wheels, newest PJRT first; TORCH_TPU_CPU_PLUGIN=<module> picks one explicitly.
+CPU_PLUGINS = (
+    ("lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so"),
+    ("xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so"),
+)
+
+
+@dataclass
+class Plugin:
+    path: str
+    kind: str  # "cpu", "tpu", "custom"
+    reason: str
+
+
+def tpu_on_pci_bus() -> bool:
+    for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"):
+        try:
+            if Path(vendor).read_text().strip().lower() == GOOGLE_PCI_VENDOR:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _module_dir(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def libtpu_path() -> str | None:
+    env = os.environ.get("TPU_LIBRARY_PATH")
+    if env and os.path.isfile(env):
+        return env
+    d = _module_dir("libtpu")
+    if d is not None and (d / "libtpu.so").is_file():
+        return str(d / "libtpu.so")
+    return None
+
+
+def cpu_plugin_path() -> str | None:
+    wanted = os.environ.get("TORCH_TPU_CPU_PLUGIN")
+    for module, filename in CPU_PLUGINS:
+        if wanted and module != wanted:
+            continue
+        d = _module_dir(module)
+        if d is not None and (d / filename).is_file():
+            return str(d / filename)
+    return None
+
+
+def find_plugin() -> Plugin | None:
+    override = os.environ.get("TORCH_TPU_PJRT_PLUGIN")
+    if override:
+        return Plugin(override, "custom", "TORCH_TPU_PJRT_PLUGIN")
+    if tpu_on_pci_bus():
+        path = libtpu_path()
+        if path:
+            os.environ.setdefault("TPU_ML_PLATFORM", "PyTorch/torch-tpu")
+            return Plugin(path, "tpu", "TPU found on the PCI bus")
+    path = cpu_plugin_path()
+    if path:
+        os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+        return Plugin(path, "cpu", "no TPU found")
+    return None
