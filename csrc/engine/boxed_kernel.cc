@@ -264,11 +264,16 @@ DType scalar_param_dtype(const c10::Scalar& s, DType compute) {
   return DType::S64;
 }
 
-DType promoted_dtype(const Walk& w, const std::vector<bool>& is_written) {
+bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+// torch.result_type of the inputs: every tensor and Scalar argument except out= tensors
+// (in-place ops' self is both input and output and takes part).
+DType promoted_dtype(const c10::FunctionSchema& schema, const Walk& w) {
   at::native::ResultTypeState state;
   bool any = false;
   for (size_t i = 0; i < w.tensors.size(); ++i) {
-    if (is_written[i]) continue;
+    const c10::Argument& a = schema.arguments()[w.tensors[i].arg];
+    if (is_write_arg(a) && a.kwarg_only()) continue;
     state = at::native::update_result_type_state(w.tensors[i].tensor, state);
     any = true;
   }
@@ -286,7 +291,6 @@ DType promoted_dtype(const Walk& w, const std::vector<bool>& is_written) {
   return is_supported(t) ? to_hlo(t) : DType::F32;
 }
 
-bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
 
 std::vector<int64_t> contiguous_strides(c10::IntArrayRef sizes) {
   std::vector<int64_t> strides(sizes.size());
@@ -329,7 +333,6 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   }
 
   // Which walked tensors are written, and where each rule result goes.
-  std::vector<bool> is_written(w.tensors.size(), false);
   auto written_tensors_of_arg = [&](int arg) {
     std::vector<int> out;
     for (size_t i = 0; i < w.tensors.size(); ++i) {
@@ -342,7 +345,6 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   auto add_written_arg = [&](int arg) {
     auto idx = written_tensors_of_arg(arg);
     for (int i : idx) {
-      is_written[i] = true;
       Target t;
       t.functional = false;
       t.tensor = i;
@@ -389,13 +391,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
       throw lowering::NotLowerable("resize needed");
     }
   }
-  for (const Target& t : plan->targets) {
-    if (!t.functional) continue;
-    for (size_t i = 0; i < plan->targets.size(); ++i) (void)i;
-  }
-
-  // Meta results of written targets give their final sizes (after in-place resize rules).
-  DType compute = promoted_dtype(w, is_written);
+  DType compute = promoted_dtype(schema, w);
 
   // Written storages and their dtypes (the last writer's dtype).
   int num_functional = 0;

@@ -185,6 +185,19 @@ std::vector<Value> hardtanh(Context& c) {
   return {min(c.b, max(c.b, x, lo), hi)};
 }
 
+std::vector<Value> leaky_relu_backward(Context& c) {  // (grad, self, slope, self_is_result)
+  DType t = c.out().dtype;
+  Value g = operand(c, 0, t), x = operand(c, 1, t), slope = operand(c, 2, t);
+  return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), "GT"), g, mul(c.b, g, slope))};
+}
+
+std::vector<Value> hardtanh_backward(Context& c) {  // (grad, self, min, max)
+  DType t = c.out().dtype;
+  Value g = operand(c, 0, t), x = operand(c, 1, t), lo = operand(c, 2, t), hi = operand(c, 3, t);
+  Value inside = binary(c.b, "stablehlo.and", compare(c.b, x, lo, "GT"), compare(c.b, x, hi, "LT"));
+  return {select(c.b, inside, g, scalar_like(c.b, 0, g))};
+}
+
 std::vector<Value> lerp(Context& c) {  // self + weight * (end - self)
   DType t = c.out().dtype;
   Value x = operand(c, 0, t), e = operand(c, 1, t), w = operand(c, 2, t);
@@ -321,6 +334,8 @@ const Registrar registrar({
     {"threshold_backward", threshold_backward},
     {"leaky_relu", leaky_relu},
     {"hardtanh", hardtanh},
+    {"leaky_relu_backward", leaky_relu_backward},
+    {"hardtanh_backward", hardtanh_backward},
     {"lerp.Scalar", lerp}, {"lerp.Tensor", lerp},
     {"addcmul", addc_rule(false)},
     {"addcdiv", addc_rule(true)},

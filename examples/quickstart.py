@@ -1,0 +1,41 @@
+"""Quick start: tensors on the `tpu` device, the platform underneath, a small training loop.
+
+Runs anywhere: on a Cloud TPU VM the device is a TPU (libtpu); elsewhere it is XLA:CPU.
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+
+
+def main():
+    print("device:", torch.device("tpu"))
+    print("runs on:", torch.tpu.get_device_name(), "-", torch_tpu._C._runtime_description())
+
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3).to("tpu")
+    print("x * 2 + 1 =", (x * 2 + 1).cpu().tolist())
+
+    torch.manual_seed(0)
+    inputs = torch.randn(256, 16)
+    targets = (inputs[:, :4].sum(1) > 0).long()
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    xs, ys = inputs.to("tpu"), targets.to("tpu")
+    start = time.perf_counter()
+    for step in range(50):
+        loss = F.cross_entropy(model(xs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 10 == 0 or step == 49:
+            print(f"step {step:2d}  loss {loss.item():.4f}")
+    elapsed = time.perf_counter() - start
+    accuracy = (model(xs).argmax(1) == ys).float().mean().item()
+    print(f"50 AdamW steps in {elapsed:.2f} s (first steps include compilation); accuracy {accuracy:.3f}")
+    print(torch_tpu.metrics.report())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Memory returns to baseline; loops do not leak; a second process compiles nothing new."""
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+
+import torch
+import torch_tpu
+
+
+def test_memory_allocated_returns_to_baseline():
+    torch.tpu.init()
+    base = torch.tpu.memory_allocated()
+    xs = [torch.randn(256, 256).to("tpu") for _ in range(4)]
+    ys = [x * 2 + 1 for x in xs]
+    assert torch.tpu.memory_allocated() >= base + 8 * 256 * 256 * 4
+    del xs, ys
+    assert torch.tpu.memory_allocated() == base
+
+
+def _rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def test_small_op_loop_does_not_grow_rss():
+    x = torch.ones(8, device="tpu")
+    for _ in range(500):  # warm up allocator pools and caches
+        x = x * 1.0001 + 0.0001
+    x.cpu()
+    before = _rss_kb()
+    for _ in range(10_000):
+        x = x * 1.0001 + 0.0001
+    x.cpu()
+    growth_mb = (_rss_kb() - before) / 1024
+    assert growth_mb < 20, f"RSS grew by {growth_mb:.1f} MB over 10,000 ops"
+
+
+SCRIPT = textwrap.dedent("""
+    import torch, torch_tpu
+    x = torch.arange(12.0).reshape(3, 4).to("tpu")
+    y = (x * 3 - 1).relu()
+    z = torch.where(y > 4, y, -y)
+    print(z.cpu().sum().item())
+    s = torch_tpu.metrics.counters()
+    print("STATS", s["compiles"], s["disk_hits"])
+""")
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"), TORCH_TPU_QUIET="1")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        value, stats = out.stdout.strip().splitlines()
+        compiles, disk_hits = map(int, stats.split()[1:])
+        return float(value), compiles, disk_hits
+
+    v1, compiles1, hits1 = run()
+    v2, compiles2, hits2 = run()
+    assert v1 == v2
+    assert compiles1 > 0 and hits1 == 0
+    assert compiles2 == 0, "the second process recompiled"
+    assert hits2 == compiles1
