@@ -589,7 +589,10 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
     args.push_back(buf->raw());
     keep_alive.push_back(std::move(buf));
   }
-  std::vector<std::unique_ptr<pjrt::Buffer>> outs = plan.exe->execute(args);
+  std::shared_ptr<pjrt::Event> done;
+  std::vector<std::unique_ptr<pjrt::Buffer>> outs = plan.exe->execute(args, &done);
+  note_pending(w.device, done);
+  if (launch_blocking()) done->await(plan.op_name.c_str());
   plan.runs++;
   metrics().ops_run++;
 
@@ -610,10 +613,6 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
     newest = std::shared_ptr<pjrt::Buffer>(std::move(outs[out_index++]));
     s.buffer = newest;
     s.dtype = plan.written_dtypes[k];
-  }
-  if (newest) {
-    note_pending(w.device, newest);
-    if (launch_blocking()) newest->await_ready();
   }
 
   if (plan.returns_written_args) return;

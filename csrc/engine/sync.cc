@@ -7,23 +7,23 @@
 namespace tpu::engine {
 namespace {
 std::mutex g_mu;
-std::map<int, std::weak_ptr<pjrt::Buffer>> g_newest;
+std::map<int, std::shared_ptr<pjrt::Event>> g_newest;
 }  // namespace
 
-void note_pending(int device, const std::shared_ptr<pjrt::Buffer>& newest_output) {
+void note_pending(int device, std::shared_ptr<pjrt::Event> done) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_newest[device] = newest_output;
+  g_newest[device] = std::move(done);
 }
 
 void synchronize_device(int device) {
-  std::shared_ptr<pjrt::Buffer> newest;
+  std::shared_ptr<pjrt::Event> newest;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_newest.find(device);
     if (it == g_newest.end()) return;
-    newest = it->second.lock();
+    newest = it->second;
   }
-  if (newest && !newest->is_deleted()) newest->await_ready();
+  if (newest) newest->await("synchronize");
 }
 
 void synchronize_all() {

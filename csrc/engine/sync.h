@@ -3,13 +3,13 @@
 
 #include <memory>
 
-#include "pjrt/buffer.h"
+#include "pjrt/event.h"
 
 namespace tpu::engine {
 
-// Remembers the newest output of each device; waiting on it waits for the queue (PJRT runs a
-// device's executions in order).
-void note_pending(int device, const std::shared_ptr<pjrt::Buffer>& newest_output);
+// Remembers the completion event of each device's newest execution; waiting on it waits for
+// the queue (PJRT runs a device's executions in order).
+void note_pending(int device, std::shared_ptr<pjrt::Event> done);
 void synchronize_device(int device);
 void synchronize_all();
 // TPU_LAUNCH_BLOCKING=1: wait after every op so errors surface at the op that caused them.

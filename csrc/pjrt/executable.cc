@@ -47,13 +47,13 @@ abi::Executable* Executable::executable() const {
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(
-    const std::vector<abi::Buffer*>& args) const {
-  auto outputs = execute_sharded({args});
+    const std::vector<abi::Buffer*>& args, std::shared_ptr<Event>* done) const {
+  auto outputs = execute_sharded({args}, done);
   return std::move(outputs.at(0));
 }
 
 std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_sharded(
-    const std::vector<std::vector<abi::Buffer*>>& args) const {
+    const std::vector<std::vector<abi::Buffer*>>& args, std::shared_ptr<Event>* done) const {
   if (args.size() != num_devices_) {
     throw PjrtError(abi::kInvalidArgument, "executable runs on " + std::to_string(num_devices_) +
                                                " devices but got " + std::to_string(args.size()) +
@@ -78,8 +78,15 @@ std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_sharded(
   exec.num_devices = args.size();
   exec.num_args = args.empty() ? 0 : args[0].size();
   exec.output_lists = output_lists.data();
+  std::vector<abi::Event*> events(args.size(), nullptr);
+  if (done != nullptr) exec.device_complete_events = events.data();
   api_->call(abi::kLoadedExecutable_Execute, &exec, "PJRT_LoadedExecutable_Execute");
 
+  if (done != nullptr) {
+    // Wait on the last device's event; destroy the others right away.
+    for (size_t d = 0; d + 1 < events.size(); ++d) Event(api_, events[d]);
+    *done = std::make_shared<Event>(api_, events.back());
+  }
   std::vector<std::vector<std::unique_ptr<Buffer>>> outputs(args.size());
   for (size_t d = 0; d < args.size(); ++d) {
     for (abi::Buffer* b : raw_outputs[d]) outputs[d].push_back(std::make_unique<Buffer>(api_, b));

@@ -8,6 +8,7 @@
 
 #include "pjrt/api.h"
 #include "pjrt/buffer.h"
+#include "pjrt/event.h"
 
 namespace tpu::pjrt {
 
@@ -23,10 +24,12 @@ class Executable {
   // Runs on one device. Arguments named by the module as donated (tf.aliasing_output) are
   // consumed: their buffers are deleted by the runtime, the Buffer objects stay valid handles.
   // Returns at once; outputs become ready asynchronously.
-  std::vector<std::unique_ptr<Buffer>> execute(const std::vector<abi::Buffer*>& args) const;
+  // `done`, when given, receives an event that fires when the execution has finished.
+  std::vector<std::unique_ptr<Buffer>> execute(const std::vector<abi::Buffer*>& args,
+                                               std::shared_ptr<Event>* done = nullptr) const;
   // SPMD / multi-device: args[d][i] for each addressable device d; returns outputs[d][o].
   std::vector<std::vector<std::unique_ptr<Buffer>>> execute_sharded(
-      const std::vector<std::vector<abi::Buffer*>>& args) const;
+      const std::vector<std::vector<abi::Buffer*>>& args, std::shared_ptr<Event>* done = nullptr) const;
 
   std::string serialize() const;
   // PJRT_Executable_GetCostAnalysis properties (flops, bytes accessed, ...); empty if absent.
