@@ -186,6 +186,8 @@ Walk walk_arguments(const c10::OperatorHandle& op, const torch::jit::Stack& stac
     }
   }
   if (w.device < 0) w.device = current_device();
+  // Random ops whose schema has no Generator argument still draw from the default generator.
+  if (op.schema().name() == "aten::native_dropout") w.wants_generator = true;
   return w;
 }
 
@@ -315,6 +317,9 @@ std::vector<int64_t> memory_order(c10::IntArrayRef sizes, c10::IntArrayRef strid
   return order;
 }
 
+// Out= arguments (index, meta sizes) that build_plan found need resizing.
+thread_local std::vector<std::pair<int, std::vector<int64_t>>> g_pending_resizes;
+
 std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                  size_t num_args, const Walk& w, const std::string& rule_name) {
   const auto& schema = op.schema();
@@ -372,6 +377,13 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
       }
       TORCH_INTERNAL_ASSERT(arg >= 0, "return aliases no argument");
       plan->return_sizes.push_back(add_written_arg(arg));
+      // The meta kernel resized its copy of an out= tensor: the real one needs the same.
+      if (meta_out.isTensor() && stack[first + arg].isTensor()) {
+        const at::Tensor& real = stack[first + arg].toTensor();
+        if (real.defined() && real.sizes() != meta_out.toTensor().sizes()) {
+          g_pending_resizes.push_back({arg, meta_out.toTensor().sizes().vec()});
+        }
+      }
       continue;
     }
     std::vector<at::Tensor> outs = is_list ? meta_out.toTensorVector() : std::vector<at::Tensor>{meta_out.toTensor()};
@@ -386,6 +398,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
     plan->return_sizes.push_back(static_cast<int>(outs.size()));
   }
   // Out= tensors whose shape the op changes: the caller resizes them and retries.
+  if (!g_pending_resizes.empty()) throw lowering::NotLowerable("resize needed");
   for (const Target& t : plan->targets) {
     if (!t.functional && w.tensors[t.tensor].tensor.sizes() != c10::IntArrayRef(t.sizes)) {
       throw lowering::NotLowerable("resize needed");
@@ -636,7 +649,8 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
 
 }  // namespace
 
-void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  g_pending_resizes.clear();
   size_t num_args = op.schema().arguments().size();
   Walk w;
   try {
@@ -657,7 +671,19 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
       plan = build_plan(op, *stack, num_args, w, rule_for(op.schema().operator_name()));
     } catch (const lowering::NotLowerable& e) {
       if (std::string(e.what()) == "resize needed") {
-        // Let the CPU path resize out= tensors with PyTorch's own warnings, then run again.
+        auto resizes = std::move(g_pending_resizes);
+        g_pending_resizes.clear();
+        // Empty out= tensors (what factories such as arange pass) resize silently, as in
+        // at::native::resize_output; then the op runs again on the tpu. Others take the CPU
+        // path, which resizes them with PyTorch's own warnings.
+        size_t first = stack->size() - num_args;
+        bool all_empty = !resizes.empty();
+        for (const auto& [arg, sizes] : resizes) all_empty &= (*stack)[first + arg].toTensor().numel() == 0;
+        if (all_empty) {
+          for (const auto& [arg, sizes] : resizes) (*stack)[first + arg].toTensor().resize_(sizes);
+          boxed_kernel(op, ks, stack);
+          return;
+        }
         cpu_fallback(op, stack);
         return;
       }

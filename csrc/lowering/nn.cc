@@ -1,0 +1,298 @@
+// Neural-network ops: softmax family, nll/mse losses, dropout, layer norm.
+#include <cmath>
+#include <limits>
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+DType acc_type(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+
+Value scalar_like(Builder& b, double v, const Value& x) { return constant(b, v, x.dtype(), x.shape()); }
+
+// Reduces `x` over `dim` and broadcasts the result back to x's shape.
+Value reduce_keep(Builder& b, Value x, int64_t dim, const std::string& kind) {
+  Value r = reduce(b, x, {dim}, kind);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < x.rank(); ++i) if (i != dim) dims.push_back(i);
+  return broadcast_in_dim(b, r, x.shape(), dims);
+}
+
+// Softmax pieces: x - max (with an all -inf row shifted by 0) and the sum of exponentials.
+std::pair<Value, Value> shifted(Builder& b, Value x, int64_t dim) {
+  Value m = reduce_keep(b, x, dim, "max");
+  Value finite = compare(b, unary(b, "stablehlo.abs", m),
+                         scalar_like(b, std::numeric_limits<double>::infinity(), m), "NE");
+  m = select(b, finite, m, scalar_like(b, 0, m));
+  Value s = sub(b, x, m);
+  return {s, reduce_keep(b, unary(b, "stablehlo.exponential", s), dim, "add")};
+}
+
+Rule softmax_rule(bool log) {
+  return [log](Context& c) {
+    Value x = c.tensor(0);
+    DType out = c.out().dtype;
+    DType acc = acc_type(out);
+    x = convert(c.b, x, acc);
+    if (x.rank() == 0) {
+      wrap_dim(c.int_arg(1), 0);
+      Value r = log ? sub(c.b, x, x) : div(c.b, unary(c.b, "stablehlo.exponential", sub(c.b, x, x)),
+                                             unary(c.b, "stablehlo.exponential", sub(c.b, x, x)));
+      return std::vector<Value>{convert(c.b, r, out)};
+    }
+    int64_t dim = wrap_dim(c.int_arg(1), x.rank());
+    if (x.shape()[dim] == 0) return std::vector<Value>{convert(c.b, x, out)};
+    auto [s, sum] = shifted(c.b, x, dim);
+    Value r = log ? sub(c.b, s, unary(c.b, "stablehlo.log", sum))
+                  : div(c.b, unary(c.b, "stablehlo.exponential", s), sum);
+    return std::vector<Value>{convert(c.b, r, out)};
+  };
+}
+
+// _softmax_backward_data(grad_output, output, dim, input_dtype)
+Rule softmax_backward_rule(bool log) {
+  return [log](Context& c) {
+    DType out = c.out().dtype;
+    DType acc = acc_type(out);
+    Value g = convert(c.b, c.tensor(0), acc), y = convert(c.b, c.tensor(1), acc);
+    if (g.rank() == 0) {
+      wrap_dim(c.int_arg(2), 0);
+      return std::vector<Value>{convert(c.b, zeros(c.b, g.type), out)};
+    }
+    int64_t dim = wrap_dim(c.int_arg(2), g.rank());
+    Value r;
+    if (log) {
+      r = sub(c.b, g, mul(c.b, unary(c.b, "stablehlo.exponential", y), reduce_keep(c.b, g, dim, "add")));
+    } else {
+      Value gy = mul(c.b, g, y);
+      r = sub(c.b, gy, mul(c.b, y, reduce_keep(c.b, gy, dim, "add")));
+    }
+    return std::vector<Value>{convert(c.b, r, out)};
+  };
+}
+
+// One-hot selection over the class dimension: target (N) or () against input (N, C) or (C).
+struct NllParts {
+  Value onehot;  // pred, shape of input
+  Value weight;  // per-sample weight (with ignore mask applied), shape of target
+};
+
+NllParts nll_parts(Context& c, Value x, Value target, bool has_weight, size_t weight_arg,
+                   int64_t ignore_index, DType acc) {
+  Builder& b = c.b;
+  int64_t cdim = x.rank() - 1;
+  if (x.rank() > 2 || x.rank() < 1) throw NotLowerable("nll_loss with input rank " + std::to_string(x.rank()));
+  int64_t C = x.shape()[cdim];
+  Value t = convert(b, target, DType::S64);
+  std::vector<int64_t> tdims;
+  for (int64_t i = 0; i < t.rank(); ++i) tdims.push_back(i);
+  Value tb = broadcast_in_dim(b, t, x.shape(), tdims);
+  Value onehot = compare(b, iota(b, Type(DType::S64, x.shape()), cdim), tb, "EQ");
+  Value w;
+  if (has_weight) {
+    Value wt = convert(b, c.tensor(weight_arg), acc);
+    Value wb = broadcast_in_dim(b, wt, x.shape(), {cdim});
+    w = reduce(b, select(b, onehot, wb, zeros(b, wb.type)), {cdim}, "add");
+  } else {
+    w = constant(b, 1, acc, t.shape());
+  }
+  (void)C;
+  Value keep = compare(b, t, constant(b, static_cast<double>(ignore_index), DType::S64, t.shape()), "NE");
+  w = select(b, keep, w, zeros(b, w.type));
+  return {onehot, w};
+}
+
+// nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
+std::vector<Value> nll_loss_forward(Context& c) {
+  Builder& b = c.b;
+  DType out = c.out(0).dtype;
+  DType acc = acc_type(out);
+  Value x = convert(b, c.tensor(0), acc);
+  int64_t reduction = c.int_arg(3), ignore = c.int_arg(4);
+  NllParts p = nll_parts(c, x, c.tensor(1), c.has(2), 2, ignore, acc);
+  int64_t cdim = x.rank() - 1;
+  Value picked = reduce(b, select(b, p.onehot, x, zeros(b, x.type)), {cdim}, "add");
+  Value loss = neg(b, mul(b, picked, p.weight));
+  std::vector<int64_t> all;
+  for (int64_t i = 0; i < loss.rank(); ++i) all.push_back(i);
+  Value total = reduce(b, p.weight, all, "add");
+  Value result;
+  if (reduction == 0) {
+    result = loss;
+  } else {
+    result = reduce(b, loss, all, "add");
+    if (reduction == 1) result = div(b, result, total);
+  }
+  return {convert(b, reshape(b, result, c.out(0).shape), out),
+          convert(b, reshape(b, total, c.out(1).shape), c.out(1).dtype)};
+}
+
+// nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
+std::vector<Value> nll_loss_backward(Context& c) {
+  Builder& b = c.b;
+  DType out = c.out().dtype;
+  DType acc = acc_type(out);
+  Value x = convert(b, c.tensor(1), acc);
+  int64_t reduction = c.int_arg(4), ignore = c.int_arg(5);
+  NllParts p = nll_parts(c, x, c.tensor(2), c.has(3), 3, ignore, acc);
+  Value g = convert(b, c.tensor(0), acc);
+  Value scale;  // per-sample factor, shape of target
+  if (reduction == 0) {
+    scale = reshape(b, g, p.weight.shape());
+  } else {
+    Value gs = reshape(b, g, {});
+    if (reduction == 1) gs = div(b, gs, reshape(b, convert(b, c.tensor(6), acc), {}));
+    scale = broadcast_in_dim(b, gs, p.weight.shape(), {});
+  }
+  Value per = neg(b, mul(b, scale, p.weight));
+  std::vector<int64_t> tdims;
+  for (int64_t i = 0; i < per.rank(); ++i) tdims.push_back(i);
+  Value pb = broadcast_in_dim(b, per, x.shape(), tdims);
+  return {convert(b, select(b, p.onehot, pb, zeros(b, x.type)), out)};
+}
+
+// mse_loss(self, target, reduction)
+std::vector<Value> mse_loss(Context& c) {
+  Builder& b = c.b;
+  DType out = c.out().dtype;
+  DType acc = acc_type(out);
+  std::vector<int64_t> shape = broadcast_shapes(c.tensor(0).shape(), c.tensor(1).shape());
+  Value x = cast_to(b, c.tensor(0), acc, shape), y = cast_to(b, c.tensor(1), acc, shape);
+  Value d = sub(b, x, y);
+  Value l = mul(b, d, d);
+  int64_t reduction = c.int_arg(2);
+  if (reduction != 0) {
+    std::vector<int64_t> all;
+    for (int64_t i = 0; i < l.rank(); ++i) all.push_back(i);
+    int64_t n = l.type.numel();
+    l = reduce(b, l, all, "add");
+    if (reduction == 1) l = div(b, l, constant(b, static_cast<double>(n), acc));
+  }
+  return {convert(b, reshape(b, l, c.out().shape), out)};
+}
+
+// mse_loss_backward(grad_output, self, target, reduction)
+std::vector<Value> mse_loss_backward(Context& c) {
+  Builder& b = c.b;
+  DType out = c.out().dtype;
+  DType acc = acc_type(out);
+  const auto& shape = c.out().shape;
+  Value x = cast_to(b, c.tensor(1), acc, shape), y = cast_to(b, c.tensor(2), acc, shape);
+  Value g = cast_to(b, c.tensor(0), acc, shape);
+  double k = 2.0;
+  if (c.int_arg(3) == 1) k /= static_cast<double>(std::max<int64_t>(c.out().numel(), 1));
+  if (c.int_arg(3) == 1 && c.out().numel() == 0) k = 2.0;
+  Value r = mul(b, mul(b, constant(b, k, acc, shape), sub(b, x, y)), g);
+  return {convert(b, r, out)};
+}
+
+// Uniform floats in [0, 1) from random bits (f32 mantissa construction).
+Value uniform01(Builder& b, Value key, const std::vector<int64_t>& shape) {
+  Value bits = rng_bit_generator(b, key, Type(DType::U32, shape)).at(1);
+  Value m = binary(b, "stablehlo.shift_right_logical", bits, constant(b, 9, DType::U32, shape));
+  Value one_bits = binary(b, "stablehlo.or", m, constant(b, 0x3F800000u, DType::U32, shape));
+  Value f = bitcast_convert(b, one_bits, DType::F32);
+  return sub(b, f, constant(b, 1, DType::F32, shape));
+}
+
+// The per-op key: the generator's (seed, counter) spread so that successive ops' counter
+// ranges do not overlap.
+Value op_key(Builder& b, Value key) {
+  Value seed = slice(b, key, {0}, {1}, {1});
+  Value ctr = slice(b, key, {1}, {2}, {1});
+  Value hi = binary(b, "stablehlo.shift_right_logical", ctr, constant(b, 32, DType::U64, {1}));
+  Value lo = binary(b, "stablehlo.shift_left", ctr, constant(b, 32, DType::U64, {1}));
+  Value golden = b.emit1("stablehlo.constant", {}, Type(DType::U64, {1}),
+                         "value = dense<11400714819323198485> : tensor<1xui64>");
+  seed = add(b, seed, mul(b, hi, golden));
+  return concatenate(b, {seed, lo}, 0);
+}
+
+// native_dropout(input, p, train?) -> (output, mask)
+std::vector<Value> native_dropout(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  DType out = c.out(0).dtype;
+  double p = c.double_arg(1);
+  bool train = !c.has(2) || c.bool_arg(2);
+  if (!train || x.type.numel() == 0) {
+    return {x, constant(b, 1, DType::Pred, x.shape())};
+  }
+  if (!c.rng_key.valid()) throw NotLowerable("native_dropout without an rng key");
+  Value u = uniform01(b, op_key(b, c.rng_key), x.shape());
+  Value mask = compare(b, u, constant(b, 1.0 - p, DType::F32, x.shape()), "LT");
+  double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  DType acc = acc_type(out);
+  Value xf = convert(b, x, acc);
+  Value r = mul(b, select(b, mask, xf, zeros(b, xf.type)), constant(b, scale, acc, x.shape()));
+  return {convert(b, r, out), mask};
+}
+
+// native_dropout_backward(grad_output, mask, scale)
+std::vector<Value> native_dropout_backward(Context& c) {
+  Builder& b = c.b;
+  DType out = c.out().dtype;
+  Value g = convert(b, c.tensor(0), acc_type(out));
+  Value m = cast_to(b, c.tensor(1), DType::Pred, g.shape());
+  Value r = mul(b, select(b, m, g, zeros(b, g.type)), constant(b, c.double_arg(2), g.dtype(), g.shape()));
+  return {convert(b, r, out)};
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+std::vector<Value> native_layer_norm(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  DType out = c.out(0).dtype;
+  DType acc = acc_type(out);
+  x = convert(b, x, acc);
+  int64_t k = static_cast<int64_t>(c.ints(1).size());
+  int64_t axis = x.rank() - k;
+  if (axis < 0) throw std::invalid_argument("normalized_shape has more dims than the input");
+  std::vector<int64_t> dims, kept;
+  int64_t n = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i >= axis) {
+      dims.push_back(i);
+      n *= x.shape()[i];
+    } else {
+      kept.push_back(i);
+    }
+  }
+  auto back = [&](Value r) { return broadcast_in_dim(b, r, x.shape(), kept); };
+  Value sum = reduce(b, x, dims, "add");
+  Value mean = div(b, sum, constant(b, static_cast<double>(n), acc, sum.shape()));
+  Value d = sub(b, x, back(mean));
+  Value var = div(b, reduce(b, mul(b, d, d), dims, "add"), constant(b, static_cast<double>(n), acc, mean.shape()));
+  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
+  Value y = mul(b, d, back(rstd));
+  std::vector<int64_t> wdims;
+  for (int64_t i = axis; i < x.rank(); ++i) wdims.push_back(i);
+  if (c.has(2)) y = mul(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), x.shape(), wdims));
+  if (c.has(3)) y = add(b, y, broadcast_in_dim(b, convert(b, c.tensor(3), acc), x.shape(), wdims));
+  return {convert(b, y, out), reshape(b, mean, c.out(1).shape), reshape(b, rstd, c.out(2).shape)};
+}
+
+const Registrar registrar({
+    {"_softmax", softmax_rule(false)},
+    {"_log_softmax", softmax_rule(true)},
+    {"_softmax_backward_data", softmax_backward_rule(false)},
+    {"_log_softmax_backward_data", softmax_backward_rule(true)},
+    {"_softmax_backward_data.out", softmax_backward_rule(false)},
+    {"_log_softmax_backward_data.out", softmax_backward_rule(true)},
+    {"nll_loss_forward", nll_loss_forward},
+    {"nll_loss_forward.output", nll_loss_forward},
+    {"nll_loss_backward", nll_loss_backward},
+    {"nll_loss_backward.grad_input", nll_loss_backward},
+    {"mse_loss", mse_loss},
+    {"mse_loss_backward", mse_loss_backward},
+    {"mse_loss_backward.grad_input", mse_loss_backward},
+    {"native_dropout", native_dropout},
+    {"native_dropout_backward", native_dropout_backward},
+    {"native_layer_norm", native_layer_norm},
+});
+
+}  // namespace
+}  // namespace tpu::lowering

@@ -1,0 +1,342 @@
+// Reductions: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin, var/std,
+// vector norms, logsumexp, cumulative sums/products, any/all.
+#include <cmath>
+#include <limits>
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+// The accumulation type for a result of type `t`: half floats accumulate in f32.
+DType acc_type(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+
+// Reduced dimensions of argument `i` (an int, int list or None; empty/None means all).
+std::vector<int64_t> reduce_dims(const Context& c, size_t i, int64_t rank) {
+  std::vector<int64_t> dims;
+  if (c.has(i)) {
+    const Arg& a = c.arg(i);
+    if (a.kind == Arg::Kind::Int) dims = {a.i};
+    else if (a.kind == Arg::Kind::IntList) dims = a.ints;
+  }
+  if (rank == 0) {
+    for (int64_t d : dims) wrap_dim(d, 0);  // validates
+    return {};
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+    return dims;
+  }
+  std::vector<int64_t> w = wrap_dims(dims, rank);
+  for (size_t k = 1; k < w.size(); ++k) {
+    if (w[k] == w[k - 1]) throw std::invalid_argument("dim " + std::to_string(w[k]) + " appears multiple times in the list of dims");
+  }
+  return w;
+}
+
+int64_t count(const Value& x, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.shape()[d];
+  return n;
+}
+
+// max/min reduction that propagates NaN like PyTorch (XLA's reduce may drop it).
+Value extreme_reduce(Builder& b, Value x, const std::vector<int64_t>& dims, const std::string& kind) {
+  Value r = reduce(b, x, dims, kind);
+  if (!is_float(x.dtype()) || dims.empty()) return r;
+  Value any_nan = reduce(b, compare(b, x, x, "NE"), dims, "or");
+  return select(b, any_nan, constant(b, std::nan(""), x.dtype(), r.shape()), r);
+}
+
+// Reduction of x over dims, reshaped to the output shape (handles keepdim).
+Value reduce_to(Builder& b, Value x, const std::vector<int64_t>& dims, const std::string& kind,
+                const std::vector<int64_t>& out_shape) {
+  if (kind == "max" || kind == "min") return reshape(b, extreme_reduce(b, x, dims, kind), out_shape);
+  return reshape(b, reduce(b, x, dims, kind), out_shape);
+}
+
+// Broadcasts a reduced value (keepdim or not) back to x's shape.
+Value expand_back(Builder& b, Value r, const Value& x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> kept_shape, kept_dims;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    bool reduced = false;
+    for (int64_t d : dims) reduced |= d == i;
+    if (!reduced) {
+      kept_shape.push_back(x.shape()[i]);
+      kept_dims.push_back(i);
+    }
+  }
+  return broadcast_in_dim(b, reshape(b, r, kept_shape), x.shape(), kept_dims);
+}
+
+// sum / prod style: input converted to the (accumulation type of the) output dtype.
+Rule accumulate_rule(const std::string& kind, size_t dim_arg) {
+  return [kind, dim_arg](Context& c) {
+    Value x = c.tensor(0);
+    DType out = c.out().dtype;
+    DType acc = acc_type(out);
+    std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
+    Value r = reduce_to(c.b, convert(c.b, x, acc), dims, kind, c.out().shape);
+    return std::vector<Value>{convert(c.b, r, out)};
+  };
+}
+constexpr size_t kNoDim = 1000;
+
+std::vector<Value> mean_impl(Context& c, size_t dim_arg) {
+  Value x = c.tensor(0);
+  DType out = c.out().dtype;
+  DType acc = acc_type(out);
+  std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
+  Value s = reduce_to(c.b, convert(c.b, x, acc), dims, "add", c.out().shape);
+  Value n = constant(c.b, static_cast<double>(count(x, dims)), acc, c.out().shape);
+  return {convert(c.b, div(c.b, s, n), out)};
+}
+
+// amax / amin over dims, NaN propagating.
+Rule extreme_rule(const std::string& kind, size_t dim_arg) {
+  return [kind, dim_arg](Context& c) {
+    Value x = c.tensor(0);
+    std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
+    if (count(x, dims) == 0 && x.shape().size() > 0) {
+      throw std::invalid_argument("Expected reduction dim to have non-zero size (zero-size reduction)");
+    }
+    return std::vector<Value>{reduce_to(c.b, x, dims, kind, c.out().shape)};
+  };
+}
+
+// The value and the first index of the max/min along `dim` (x's dims), NaN winning.
+std::pair<Value, Value> extreme_with_index(Builder& b, Value x, int64_t dim, const std::string& kind) {
+  if (x.shape()[dim] == 0) {
+    throw std::out_of_range("cannot compute " + kind + " over an empty dimension");
+  }
+  Value m = extreme_reduce(b, x, {dim}, kind);
+  Value mb = expand_back(b, m, x, {dim});
+  Value match = compare(b, x, mb, "EQ");
+  if (is_float(x.dtype())) {
+    Value both_nan = binary(b, "stablehlo.and", compare(b, x, x, "NE"), compare(b, mb, mb, "NE"));
+    match = binary(b, "stablehlo.or", match, both_nan);
+  }
+  Value idx = iota(b, Type(DType::S64, x.shape()), dim);
+  Value big = constant(b, static_cast<double>(x.shape()[dim]), DType::S64, x.shape());
+  Value first = reduce(b, select(b, match, idx, big), {dim}, "min");
+  return {m, first};
+}
+
+// max.dim / min.dim(self, dim, keepdim) -> (values, indices)
+Rule extreme_dim_rule(const std::string& kind) {
+  return [kind](Context& c) {
+    Value x = c.tensor(0);
+    if (x.rank() == 0) {
+      wrap_dim(c.int_arg(1), 0);
+      return std::vector<Value>{reshape(c.b, x, c.out(0).shape),
+                                constant(c.b, 0, DType::S64, c.out(1).shape)};
+    }
+    int64_t dim = wrap_dim(c.int_arg(1), x.rank());
+    auto [m, i] = extreme_with_index(c.b, x, dim, kind);
+    return std::vector<Value>{reshape(c.b, m, c.out(0).shape), reshape(c.b, i, c.out(1).shape)};
+  };
+}
+
+// argmax / argmin(self, dim?, keepdim)
+Rule arg_extreme_rule(const std::string& kind) {
+  return [kind](Context& c) {
+    Value x = c.tensor(0);
+    if (x.dtype() == DType::Pred) x = convert(c.b, x, DType::U8);
+    if (!c.has(1)) {
+      if (x.type.numel() == 0) throw std::invalid_argument("Expected reduction dim to be specified for input.numel() == 0.");
+      Value flat = reshape(c.b, x, {x.type.numel()});
+      return std::vector<Value>{reshape(c.b, extreme_with_index(c.b, flat, 0, kind).second, c.out().shape)};
+    }
+    if (x.rank() == 0) {
+      wrap_dim(c.int_arg(1), 0);
+      return std::vector<Value>{constant(c.b, 0, DType::S64, c.out().shape)};
+    }
+    int64_t dim = wrap_dim(c.int_arg(1), x.rank());
+    return std::vector<Value>{reshape(c.b, extreme_with_index(c.b, x, dim, kind).second, c.out().shape)};
+  };
+}
+
+// max / min of all elements.
+Rule full_extreme_rule(const std::string& kind) {
+  return [kind](Context& c) {
+    Value x = c.tensor(0);
+    if (x.type.numel() == 0) {
+      throw std::invalid_argument(kind + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+    }
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
+    return std::vector<Value>{reduce_to(c.b, x, dims, kind, c.out().shape)};
+  };
+}
+
+// Binary maximum/minimum (max.other, max.out).
+Rule binary_extreme(const std::string& op) {
+  return [op](Context& c) {
+    DType t = c.out().dtype;
+    Value x = cast_to(c.b, c.tensor(0), t, c.out().shape), y = cast_to(c.b, c.tensor(1), t, c.out().shape);
+    return std::vector<Value>{binary(c.b, op, x, y)};
+  };
+}
+
+// var/std/mean pieces: (var, mean) over dims with correction (a runtime scalar or None -> 1).
+std::pair<Value, Value> var_mean_impl(Context& c, Value x, const std::vector<int64_t>& dims, DType acc) {
+  Builder& b = c.b;
+  x = convert(b, x, acc);
+  int64_t n = count(x, dims);
+  Value sum = reduce(b, x, dims, "add");
+  Value mean = div(b, sum, constant(b, static_cast<double>(n), acc, sum.shape()));
+  Value d = sub(b, x, expand_back(b, mean, x, dims));
+  Value ss = reduce(b, mul(b, d, d), dims, "add");
+  Value corr = c.has(2) ? convert(b, c.tensor(2), acc) : constant(b, 1, acc);
+  Value denom = max(b, sub(b, constant(b, static_cast<double>(n), acc), corr), constant(b, 0, acc));
+  Value var = div(b, ss, broadcast_in_dim(b, denom, ss.shape(), {}));
+  return {var, mean};
+}
+
+// var.correction / std.correction(self, dim?, *, correction?, keepdim)
+Rule var_rule(bool take_sqrt, bool with_mean) {
+  return [take_sqrt, with_mean](Context& c) {
+    Value x = c.tensor(0);
+    std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
+    bool keepdim = c.has(3) && c.bool_arg(3);
+    (void)keepdim;
+    DType acc = acc_type(c.out().dtype);
+    auto [var, mean] = var_mean_impl(c, x, dims, acc);
+    if (take_sqrt) var = unary(c.b, "stablehlo.sqrt", var);
+    std::vector<Value> r{reshape(c.b, var, c.out(0).shape)};
+    if (with_mean) r.push_back(reshape(c.b, mean, c.out(1).shape));
+    return r;
+  };
+}
+
+// linalg_vector_norm(self, ord (runtime Scalar), dim?, keepdim, *, dtype?)
+std::vector<Value> vector_norm(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  DType out = c.out().dtype;
+  DType acc = acc_type(real_part(out));
+  std::vector<int64_t> dims = reduce_dims(c, 2, x.rank());
+  Value a = unary(b, "stablehlo.abs", convert(b, x, acc));
+  if (is_complex(x.dtype())) throw NotLowerable("complex vector_norm");
+  const auto& os = c.out().shape;
+  Value ord = cast_to(b, c.tensor(1), acc, os);
+  double inf = std::numeric_limits<double>::infinity();
+  Value amax = count(x, dims) == 0 ? constant(b, 0, acc, os) : reduce_to(b, a, dims, "max", os);
+  Value amin = count(x, dims) == 0 ? constant(b, inf, acc, os) : reduce_to(b, a, dims, "min", os);
+  Value nonzero = reduce_to(b, convert(b, compare(b, a, zeros(b, a.type), "NE"), acc), dims, "add", os);
+  Value l1 = reduce_to(b, a, dims, "add", os);
+  Value l2 = unary(b, "stablehlo.sqrt", reduce_to(b, mul(b, a, a), dims, "add", os));
+  Value ordb = expand_back(b, ord, a, dims);
+  Value lp = reduce_to(b, binary(b, "stablehlo.power", a, ordb), dims, "add", os);
+  lp = binary(b, "stablehlo.power", lp, div(b, constant(b, 1, acc, os), ord));
+  auto is = [&](double v) { return compare(b, ord, constant(b, v, acc, os), "EQ"); };
+  Value r = select(b, is(2), l2, lp);
+  r = select(b, is(1), l1, r);
+  r = select(b, is(0), nonzero, r);
+  r = select(b, is(inf), amax, r);
+  r = select(b, is(-inf), amin, r);
+  return {convert(b, r, out)};
+}
+
+// logsumexp(self, dim, keepdim)
+std::vector<Value> logsumexp(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  DType out = c.out().dtype;
+  DType acc = acc_type(out);
+  x = convert(b, x, acc);
+  std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
+  double inf = std::numeric_limits<double>::infinity();
+  Value m = reduce(b, x, dims, "max");
+  // An all -inf (or +inf) slice must not become inf - inf.
+  Value finite = compare(b, unary(b, "stablehlo.abs", m), constant(b, inf, acc, m.shape()), "NE");
+  m = select(b, finite, m, zeros(b, m.type));
+  Value e = unary(b, "stablehlo.exponential", sub(b, x, expand_back(b, m, x, dims)));
+  Value r = add(b, unary(b, "stablehlo.log", reduce(b, e, dims, "add")), m);
+  return {convert(b, reshape(b, r, c.out().shape), out)};
+}
+
+// Inclusive scan along `dim` with reduce_window.
+Value scan(Builder& b, Value x, int64_t dim, const std::string& kind) {
+  int64_t n = x.shape()[dim];
+  if (n <= 1) return x;
+  std::vector<int64_t> window(x.rank(), 1), strides(x.rank(), 1);
+  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
+  window[dim] = n;
+  padding[dim] = {n - 1, 0};
+  return reduce_window(b, x, kind, window, strides, padding);
+}
+
+Rule scan_rule(const std::string& kind) {
+  return [kind](Context& c) {
+    Value x = c.tensor(0);
+    DType out = c.out().dtype;
+    if (x.rank() == 0) {
+      wrap_dim(c.int_arg(1), 0);
+      return std::vector<Value>{convert(c.b, x, out)};
+    }
+    int64_t dim = wrap_dim(c.int_arg(1), x.rank());
+    Value r = scan(c.b, convert(c.b, x, acc_type(out)), dim, kind);
+    return std::vector<Value>{convert(c.b, r, out)};
+  };
+}
+
+// any / all over dims (result bool, or uint8 for uint8 input: the driver converts).
+Rule logical_reduce(const std::string& kind, size_t dim_arg) {
+  return [kind, dim_arg](Context& c) {
+    Value x = c.tensor(0);
+    std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
+    Value p = convert(c.b, x, DType::Pred);
+    return std::vector<Value>{reduce_to(c.b, p, dims, kind, c.out().shape)};
+  };
+}
+
+const Registrar registrar({
+    {"sum", accumulate_rule("add", kNoDim)},
+    {"sum.dim_IntList", accumulate_rule("add", 1)},
+    {"sum.IntList_out", accumulate_rule("add", 1)},
+    {"mean", [](Context& c) { return mean_impl(c, kNoDim); }},
+    {"mean.dim", [](Context& c) { return mean_impl(c, 1); }},
+    {"mean.out", [](Context& c) { return mean_impl(c, 1); }},
+    {"mean.dtype_out", [](Context& c) { return mean_impl(c, kNoDim); }},
+    {"prod", accumulate_rule("mul", kNoDim)},
+    {"prod.dim_int", accumulate_rule("mul", 1)},
+    {"prod.int_out", accumulate_rule("mul", 1)},
+    {"amax", extreme_rule("max", 1)},
+    {"amin", extreme_rule("min", 1)},
+    {"max.dim", extreme_dim_rule("max")},
+    {"min.dim", extreme_dim_rule("min")},
+    {"max.dim_max", extreme_dim_rule("max")},
+    {"min.dim_min", extreme_dim_rule("min")},
+    {"max", full_extreme_rule("max")},
+    {"min", full_extreme_rule("min")},
+    {"max.unary_out", full_extreme_rule("max")},
+    {"min.unary_out", full_extreme_rule("min")},
+    {"max.other", binary_extreme("stablehlo.maximum")},
+    {"min.other", binary_extreme("stablehlo.minimum")},
+    {"max.out", binary_extreme("stablehlo.maximum")},
+    {"min.out", binary_extreme("stablehlo.minimum")},
+    {"argmax", arg_extreme_rule("max")},
+    {"argmin", arg_extreme_rule("min")},
+    {"var.correction", var_rule(false, false)},
+    {"std.correction", var_rule(true, false)},
+    {"var_mean.correction", var_rule(false, true)},
+    {"std_mean.correction", var_rule(true, true)},
+    {"linalg_vector_norm", vector_norm},
+    {"logsumexp", logsumexp},
+    {"cumsum", scan_rule("add")},
+    {"cumprod", scan_rule("mul")},
+    {"any", logical_reduce("or", kNoDim)},
+    {"any.dim", logical_reduce("or", 1)},
+    {"any.dims", logical_reduce("or", 1)},
+    {"any.all_out", logical_reduce("or", kNoDim)},
+    {"all", logical_reduce("and", kNoDim)},
+    {"all.dim", logical_reduce("and", 1)},
+    {"all.dims", logical_reduce("and", 1)},
+    {"all.all_out", logical_reduce("and", kNoDim)},
+});
+
+}  // namespace
+}  // namespace tpu::lowering

@@ -1,0 +1,160 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+
+DEV = "tpu"
+
+
+def fallbacks():
+    return dict(torch_tpu.metrics.counters()["fallbacks"])
+
+
+def close(a, b, dtype=None, **kw):
+    if isinstance(a, (tuple, list)):
+        for x, y in zip(a, b):
+            close(x, y, dtype, **kw)
+        return
+    if dtype in (torch.bfloat16, torch.float16):
+        kw.setdefault("atol", 2e-2)
+        kw.setdefault("rtol", 2e-2)
+    torch.testing.assert_close(a.cpu(), b, equal_nan=True, **kw)
+
+
+def check(f, *xs, dtype=None, **kw):
+    before = fallbacks()
+    close(f(*[x.to(DEV) for x in xs]), f(*xs), dtype, **kw)
+    assert fallbacks() == before, fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_family(dtype, dim):
+    x = (torch.randn(4, 6) * 5).to(dtype)
+    check(lambda v: torch.softmax(v, dim), x, dtype=dtype)
+    check(lambda v: F.log_softmax(v, dim), x, dtype=dtype)
+    check(lambda v: v.t().softmax(dim), x, dtype=dtype)
+    check(lambda v: torch._softmax(v, dim, False), x, dtype=dtype)
+
+
+def test_softmax_half_to_float_and_dtype():
+    x = torch.randn(3, 5).to(torch.bfloat16)
+    check(lambda v: torch.softmax(v, 1, dtype=torch.float32), x, dtype=torch.bfloat16)
+    check(lambda v: F.log_softmax(v, 0, dtype=torch.float32), x, dtype=torch.bfloat16)
+
+
+def test_softmax_inf_rows():
+    x = torch.tensor([[-float("inf"), 0.0, 1.0], [5.0, 5.0, -float("inf")]])
+    check(lambda v: torch.softmax(v, 1), x)
+    check(lambda v: F.log_softmax(v, 1), x)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_backward(log):
+    x = torch.randn(3, 7)
+    g = torch.randn(3, 7)
+    fn = F.log_softmax if log else F.softmax
+
+    def run(v, gv):
+        v = v.clone().requires_grad_(True)
+        fn(v, 1).backward(gv)
+        return v.grad
+
+    check(run, x, g)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_fwd_bwd(reduction, weighted):
+    x = torch.randn(5, 4)
+    t = torch.tensor([0, 3, 1, -100, 2])
+    w = torch.rand(4) + 0.5
+
+    def run(v, tv, wv):
+        v = v.clone().requires_grad_(True)
+        loss = F.cross_entropy(v, tv, weight=wv if weighted else None, reduction=reduction, ignore_index=-100)
+        loss.sum().backward()
+        return loss.detach(), v.grad
+
+    check(run, x, t, w)
+
+
+def test_nll_loss_1d_and_ignore():
+    x = F.log_softmax(torch.randn(6), 0)
+    t = torch.tensor(2)
+    check(lambda v, tv: F.nll_loss(v, tv), x, t)
+    x = torch.randn(4, 3)
+    t = torch.tensor([1, 1, 0, 2])
+    check(lambda v, tv: F.nll_loss(v, tv, ignore_index=1), x, t)
+    check(lambda v, tv: torch.ops.aten.nll_loss_forward(v, tv, None, 2, -100), x, t)
+
+
+def test_cross_entropy_bf16():
+    x = torch.randn(5, 4).to(torch.bfloat16)
+    t = torch.tensor([0, 3, 1, 1, 2])
+    check(lambda v, tv: F.cross_entropy(v, tv), x, t, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss(reduction):
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+
+    def run(a, b):
+        a = a.clone().requires_grad_(True)
+        loss = F.mse_loss(a, b, reduction=reduction)
+        loss.sum().backward()
+        return loss.detach(), a.grad
+
+    check(run, x, y)
+    check(lambda a, b: F.mse_loss(a, b, reduction=reduction), x.to(torch.bfloat16), y.to(torch.bfloat16),
+          dtype=torch.bfloat16)
+
+
+def test_dropout_train_statistics():
+    torch.manual_seed(0)
+    before = fallbacks()
+    x = torch.ones(100, 100, device=DEV)
+    y = F.dropout(x, 0.3, training=True)
+    yc = y.cpu()
+    kept = (yc != 0).float().mean().item()
+    assert abs(kept - 0.7) < 0.03
+    torch.testing.assert_close(yc[yc != 0], torch.full_like(yc[yc != 0], 1 / 0.7))
+    y2 = F.dropout(x, 0.3, training=True).cpu()
+    assert not torch.equal(yc, y2)
+    torch.manual_seed(0)
+    torch.testing.assert_close(F.dropout(x, 0.3, training=True).cpu(), yc)
+    assert torch.equal(F.dropout(x, 0.3, training=False).cpu(), x.cpu())
+    assert fallbacks() == before, fallbacks()
+
+
+def test_dropout_backward_and_native():
+    torch.manual_seed(1)
+    before = fallbacks()
+    x = torch.randn(20, 30, device=DEV, requires_grad=True)
+    y = F.dropout(x, 0.5, training=True)
+    y.sum().backward()
+    g = x.grad.cpu()
+    mask = (y.detach().cpu() != 0)
+    torch.testing.assert_close(g, mask.float() * 2.0)
+    out, m = torch.native_dropout(x.detach(), 0.2, True)
+    assert m.dtype == torch.bool
+    torch.testing.assert_close(out.cpu(), x.detach().cpu() * m.cpu() / 0.8)
+    out, m = torch.native_dropout(x.detach(), 0.2, False)
+    assert bool(m.all().cpu())
+    assert fallbacks() == before, fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm(dtype):
+    x = torch.randn(3, 4, 8).to(dtype)
+    w, b = torch.randn(8).to(dtype), torch.randn(8).to(dtype)
+    check(lambda v, wv, bv: F.layer_norm(v, (8,), wv, bv), x, w, b, dtype=dtype)
+    check(lambda v: F.layer_norm(v, (4, 8)), x, dtype=dtype)
+    check(lambda v: torch.native_layer_norm(v, (8,), None, None, 1e-5), x.float())
+
+
+def test_bad_dim_raises():
+    x = torch.randn(3, 4, device=DEV)
+    with pytest.raises((IndexError, RuntimeError)):
+        torch.softmax(x, 3)
