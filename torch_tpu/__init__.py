@@ -8,7 +8,16 @@ entry point), so `import torch; torch.device("tpu")` works without importing tor
 import os
 import sys
 
-import torch
+
+def _autoload():
+    """Entry point of the `torch.backends` group: importing this package is the work.
+
+    Defined before `import torch`: importing torch_tpu first imports torch, whose autoload
+    then loads this (partially initialized) module and calls this function.
+    """
+
+
+import torch  # noqa: E402
 
 from . import _C, _discovery
 
@@ -35,7 +44,3 @@ def _announce_platform_once():
 
 
 _device_module._on_first_init.append(_announce_platform_once)
-
-
-def _autoload():
-    """Entry point of the `torch.backends` group: importing this package is the work."""

@@ -14,7 +14,7 @@ namespace {
 std::shared_ptr<pjrt::Api> plugin() {
   static std::shared_ptr<pjrt::Api> api = [] {
     const char* path = std::getenv("TORCH_TPU_TEST_PLUGIN");
-    if (path == nullptr) throw std::runtime_error("set TORCH_TPU_TEST_PLUGIN to a PJRT plugin");
+    if (path == nullptr || *path == '\0') throw std::runtime_error("set TORCH_TPU_TEST_PLUGIN to a PJRT plugin");
     return pjrt::Api::load(path);
   }();
   return api;
