@@ -64,6 +64,13 @@ c10::TypePtr unwrap_optional(c10::TypePtr t) {
 bool is_scalar_arg(const c10::Argument& a) {
   return unwrap_optional(a.type())->kind() == c10::TypeKind::NumberType;
 }
+// `Scalar[]` operands (the per-tensor lrs / bias corrections of foreach optimizers) are runtime
+// values too: each element becomes a 0-d scalar parameter, so changing them never recompiles.
+bool is_scalar_list_arg(const c10::Argument& a) {
+  c10::TypePtr t = unwrap_optional(a.type());
+  return t->kind() == c10::TypeKind::ListType &&
+         t->containedType(0)->kind() == c10::TypeKind::NumberType;
+}
 
 [[noreturn]] void device_mismatch(const c10::OperatorHandle& op, int a, const at::Tensor& t) {
   TORCH_CHECK(false, op.schema().operator_name(), ": expected all tensors to be on the same device, "
@@ -146,6 +153,14 @@ Walk walk_arguments(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       }
       w.key.insert(w.key.end(), {kList, int64_t(items.size())});
       for (size_t e = 0; e < items.size(); ++e) add_tensor(op, w, items[e], arg, static_cast<int>(e));
+    } else if (is_scalar_list_arg(schema_args[a]) && v.isList()) {
+      auto list = v.toListRef();
+      w.key.insert(w.key.end(), {kList, int64_t(list.size())});
+      for (const c10::IValue& e : list) {
+        c10::Scalar s = e.toScalar();
+        w.key.insert(w.key.end(), {kScalar, int64_t(s.type())});
+        w.scalars.push_back({arg, s});
+      }
     } else if (is_scalar_arg(schema_args[a])) {
       c10::Scalar s = v.toScalar();
       w.key.insert(w.key.end(), {kScalar, int64_t(s.type())});
@@ -335,6 +350,12 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   } catch (const c10::NotImplementedError& e) {
     throw lowering::NotLowerable(std::string("no meta kernel: ") + e.what());
+  } catch (const c10::Error&) {
+    throw;  // a user error found by the meta kernel (shape mismatch...)
+  } catch (const std::exception& e) {
+    // A Python meta kernel that cannot run, e.g. nonzero for x[bool_mask] (data-dependent
+    // shape): the CPU fallback computes it (or raises PyTorch's own error).
+    throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
   }
 
   // Which walked tensors are written, and where each rule result goes.
@@ -495,10 +516,22 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
       }
     } else if (v.isTensorList() || v.isOptionalTensorList()) {
       arg.kind = Arg::Kind::TensorList;
-      size_t n = v.isTensorList() ? v.toTensorVector().size() : v.toOptionalTensorList().size();
-      for (size_t e = 0; e < n; ++e) {
-        bool defined = v.isTensorList() || std::optional<at::Tensor>(v.toOptionalTensorList().get(e)).has_value();
-        arg.tensors.push_back(defined ? read(tensor_cursor++) : hlo::Value{});
+      // Same item view as walk_arguments: None entries and undefined tensors walked no TensorRef.
+      std::vector<at::Tensor> items;
+      if (v.isTensorList()) {
+        items = v.toTensorVector();
+      } else {
+        for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) items.push_back(t.has_value() ? *t : at::Tensor());
+      }
+      for (const at::Tensor& item : items) {
+        arg.tensors.push_back(item.defined() ? read(tensor_cursor++) : hlo::Value{});
+      }
+    } else if (is_scalar_list_arg(schema_args[a]) && v.isList()) {
+      // Scalar[]: a list of runtime 0-d values (Kind::TensorList, one entry per element).
+      arg.kind = Arg::Kind::TensorList;
+      arg.is_wrapped_scalar = true;
+      while (scalar_cursor < w.scalars.size() && w.scalars[scalar_cursor].arg == static_cast<int>(a)) {
+        arg.tensors.push_back(scalar_values[scalar_cursor++]);
       }
     } else if (w.scalars.size() > scalar_cursor && w.scalars[scalar_cursor].arg == static_cast<int>(a)) {
       arg.kind = Arg::Kind::Tensor;

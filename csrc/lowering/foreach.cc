@@ -1,0 +1,198 @@
+// _foreach_* ops (the multi-tensor kernels of torch.optim with foreach=True and of
+// clip_grad_norm_): one module updates every tensor of the list.
+//
+// Rules are registered under the functional names; the in-place variants (_foreach_add_.List,
+// returning () with one out_type per written list element) and the out= variants map to them.
+// Scalar and Scalar[] arguments are runtime values (Scalar[] arrives as a TensorList of 0-d
+// values, see walk_arguments in engine/boxed_kernel.cc), so a learning-rate schedule or Adam's
+// per-step bias corrections never recompile.
+//
+// Element-wise math runs in the "opmath" type like PyTorch's CPU/CUDA kernels: f32 for
+// bf16/f16 tensors, the output type otherwise.
+#include <functional>
+#include <limits>
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+DType opmath(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+
+// Element i of argument a: a list entry, or the same tensor / runtime scalar for every i.
+Value elem(Context& c, size_t a, size_t i) {
+  const Arg& x = c.arg(a);
+  if (x.kind == Arg::Kind::TensorList) return x.tensors.at(i);
+  return c.tensor(a);
+}
+
+size_t list_size(Context& c, size_t a) {
+  size_t n = c.arg(a).tensors.size();
+  if (c.out_types.size() != n) {
+    throw std::logic_error("foreach: " + std::to_string(c.out_types.size()) + " outputs for " +
+                           std::to_string(n) + " list elements");
+  }
+  return n;
+}
+
+// Builds out_i = f(ctx, i, compute dtype, output shape), converted to out_types[i].
+using ElemFn = std::function<Value(Context&, size_t, DType, const std::vector<int64_t>&)>;
+Rule foreach_rule(ElemFn f, size_t list_arg = 0) {
+  return [f, list_arg](Context& c) {
+    size_t n = list_size(c, list_arg);
+    std::vector<Value> out;
+    for (size_t i = 0; i < n; ++i) {
+      const Type& t = c.out_types[i];
+      out.push_back(convert(c.b, f(c, i, opmath(t.dtype), t.shape), t.dtype));
+    }
+    return out;
+  };
+}
+
+Value operand(Context& c, size_t a, size_t i, DType t, const std::vector<int64_t>& shape) {
+  return cast_to(c.b, elem(c, a, i), t, shape);
+}
+
+// (self, other, [alpha]): self op alpha * other
+Rule binary(const std::string& op, bool with_alpha = false) {
+  return foreach_rule([op, with_alpha](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+    Value x = operand(c, 0, i, t, s), y = operand(c, 1, i, t, s);
+    if (with_alpha && c.has(2)) y = mul(c.b, y, operand(c, 2, i, t, s));
+    return hlo::binary(c.b, op, x, y);
+  });
+}
+
+Rule unary(std::function<Value(Builder&, Value)> f) {
+  return foreach_rule([f](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+    return f(c.b, operand(c, 0, i, t, s));
+  });
+}
+Rule hlo_unary(const std::string& op) {
+  return unary([op](Builder& b, Value x) { return hlo::unary(b, op, x); });
+}
+
+// (self, tensor1, tensor2, value | scalars): self + value * (tensor1 op tensor2)
+Rule addc(bool divide) {
+  return foreach_rule([divide](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+    Value x = operand(c, 0, i, t, s), a = operand(c, 1, i, t, s), d = operand(c, 2, i, t, s);
+    Value p = divide ? div(c.b, a, d) : mul(c.b, a, d);
+    if (c.has(3)) p = mul(c.b, p, operand(c, 3, i, t, s));
+    return add(c.b, x, p);
+  });
+}
+
+// (self, end, weight | weights): PyTorch's two-sided lerp formula (exact at weight 0 and 1).
+Rule lerp() {
+  return foreach_rule([](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+    Builder& b = c.b;
+    Value x = operand(c, 0, i, t, s), e = operand(c, 1, i, t, s), w = operand(c, 2, i, t, s);
+    Value diff = sub(b, e, x);
+    Value small = compare(b, hlo::unary(b, "stablehlo.abs", w), constant(b, 0.5, t, s), "LT");
+    Value lo = add(b, x, mul(b, w, diff));
+    Value hi = sub(b, e, mul(b, diff, sub(b, constant(b, 1, t, s), w)));
+    return select(b, small, lo, hi);
+  });
+}
+
+// _foreach_norm.Scalar(self, ord=2, dtype=None): ord is a runtime scalar, so every supported
+// norm is computed and the right one selected (inf, -inf, 0, 1, 2, general p).
+std::vector<Value> norm(Context& c) {
+  Builder& b = c.b;
+  size_t n = list_size(c, 0);
+  std::vector<Value> out;
+  for (size_t i = 0; i < n; ++i) {
+    const Type& ot = c.out_types[i];
+    DType t = opmath(ot.dtype);
+    Value x = elem(c, 0, i);
+    if (is_complex(x.dtype())) throw NotLowerable("_foreach_norm of complex tensors");
+    x = convert(b, x, t);
+    std::vector<int64_t> all(x.rank());
+    for (int64_t d = 0; d < x.rank(); ++d) all[d] = d;
+    Value ax = hlo::unary(b, "stablehlo.abs", x);
+    Value p = convert(b, c.has(1) ? c.tensor(1) : constant(b, 2, t), t);
+    Value ps = broadcast_in_dim(b, p, x.shape(), {});
+    auto is = [&](double v) { return compare(b, p, constant(b, v, t), "EQ"); };
+    Value sum_sq = reduce(b, mul(b, ax, ax), all, "add");
+    Value l2 = hlo::unary(b, "stablehlo.sqrt", sum_sq);
+    Value l1 = reduce(b, ax, all, "add");
+    Value linf = reduce(b, ax, all, "max");
+    Value lminf = reduce(b, ax, all, "min");
+    Value l0 = reduce(b, convert(b, compare(b, ax, zeros(b, ax.type), "NE"), t), all, "add");
+    Value lp = hlo::binary(b, "stablehlo.power", reduce(b, hlo::binary(b, "stablehlo.power", ax, ps), all, "add"),
+                           div(b, constant(b, 1, t), p));
+    double inf = std::numeric_limits<double>::infinity();
+    Value r = select(b, is(2), l2,
+              select(b, is(1), l1,
+              select(b, is(inf), linf,
+              select(b, is(-inf), lminf,
+              select(b, is(0), l0, lp)))));
+    out.push_back(convert(b, r, ot.dtype));
+  }
+  return out;
+}
+
+Value reciprocal(Builder& b, Value x) { return div(b, constant(b, 1, x.dtype(), x.shape()), x); }
+
+const Registrar registrar({
+    {"_foreach_add.Scalar", binary("stablehlo.add")},
+    {"_foreach_add.List", binary("stablehlo.add", true)},
+    {"_foreach_add.ScalarList", binary("stablehlo.add")},
+    {"_foreach_add.Tensor", binary("stablehlo.add", true)},
+    {"_foreach_sub.Scalar", binary("stablehlo.subtract")},
+    {"_foreach_sub.List", binary("stablehlo.subtract", true)},
+    {"_foreach_sub.ScalarList", binary("stablehlo.subtract")},
+    {"_foreach_mul.Scalar", binary("stablehlo.multiply")},
+    {"_foreach_mul.List", binary("stablehlo.multiply")},
+    {"_foreach_mul.ScalarList", binary("stablehlo.multiply")},
+    {"_foreach_mul.Tensor", binary("stablehlo.multiply")},
+    {"_foreach_div.Scalar", binary("stablehlo.divide")},
+    {"_foreach_div.List", binary("stablehlo.divide")},
+    {"_foreach_div.ScalarList", binary("stablehlo.divide")},
+    {"_foreach_div.Tensor", binary("stablehlo.divide")},
+    {"_foreach_maximum.Scalar", binary("stablehlo.maximum")},
+    {"_foreach_maximum.List", binary("stablehlo.maximum")},
+    {"_foreach_maximum.ScalarList", binary("stablehlo.maximum")},
+    {"_foreach_minimum.Scalar", binary("stablehlo.minimum")},
+    {"_foreach_minimum.List", binary("stablehlo.minimum")},
+    {"_foreach_minimum.ScalarList", binary("stablehlo.minimum")},
+    {"_foreach_clamp_min.Scalar", binary("stablehlo.maximum")},
+    {"_foreach_clamp_min.List", binary("stablehlo.maximum")},
+    {"_foreach_clamp_min.ScalarList", binary("stablehlo.maximum")},
+    {"_foreach_clamp_max.Scalar", binary("stablehlo.minimum")},
+    {"_foreach_clamp_max.List", binary("stablehlo.minimum")},
+    {"_foreach_clamp_max.ScalarList", binary("stablehlo.minimum")},
+    {"_foreach_pow.List", binary("stablehlo.power")},
+    {"_foreach_pow.Scalar", binary("stablehlo.power")},
+    {"_foreach_pow.ScalarList", binary("stablehlo.power")},
+    {"_foreach_pow.ScalarAndTensor",
+     foreach_rule([](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+       return hlo::binary(c.b, "stablehlo.power", operand(c, 0, i, t, s), operand(c, 1, i, t, s));
+     }, 1)},
+    {"_foreach_addcmul.Scalar", addc(false)},
+    {"_foreach_addcmul.ScalarList", addc(false)},
+    {"_foreach_addcdiv.Scalar", addc(true)},
+    {"_foreach_addcdiv.ScalarList", addc(true)},
+    {"_foreach_lerp.Scalar", lerp()},
+    {"_foreach_lerp.List", lerp()},
+    {"_foreach_lerp.ScalarList", lerp()},
+    {"_foreach_sqrt", hlo_unary("stablehlo.sqrt")},
+    {"_foreach_rsqrt", hlo_unary("stablehlo.rsqrt")},
+    {"_foreach_neg", hlo_unary("stablehlo.negate")},
+    {"_foreach_abs", hlo_unary("stablehlo.abs")},
+    {"_foreach_exp", hlo_unary("stablehlo.exponential")},
+    {"_foreach_log", hlo_unary("stablehlo.log")},
+    {"_foreach_sign", hlo_unary("stablehlo.sign")},
+    {"_foreach_reciprocal", unary(reciprocal)},
+    {"_foreach_zero", foreach_rule([](Context& c, size_t, DType t, const std::vector<int64_t>& s) {
+       return constant(c.b, 0, t, s);
+     })},
+    {"_foreach_copy", foreach_rule([](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+       return operand(c, 1, i, t, s);
+     })},
+    {"_foreach_norm.Scalar", norm},
+});
+
+}  // namespace
+}  // namespace tpu::lowering

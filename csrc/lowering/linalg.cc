@@ -1,0 +1,144 @@
+// Matrix products: mm, bmm, addmm, baddbmm, addmv, mv, addr, dot, vdot.
+//
+// matmul, linear, outer, einsum and tensordot are CompositeImplicitAutograd: they decompose to
+// these ops (and views) before reaching the backend.
+//
+// Products use stablehlo.dot_general with the output dtype as the result type: integer inputs
+// accumulate in their own integer type (wrapping like PyTorch), bf16/f16 products are returned
+// in the low-precision type while XLA accumulates in f32 internally (like PyTorch's CPU/CUDA
+// kernels). float32 products request HIGHEST precision (see hlo::dot_general).
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+Value as(Context& c, size_t i, DType t) { return convert(c.b, c.tensor(i), t); }
+
+void check_not_complex(DType t, const char* op) {
+  if (is_complex(t)) throw NotLowerable(std::string(op) + ": complex operands are not lowered");
+}
+
+// beta * self + alpha * product, with PyTorch's rule that beta == 0 ignores self entirely
+// (NaN/Inf in self must not propagate) and alpha == 1 / beta == 1 being exact.
+Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t alpha_i) {
+  Builder& b = c.b;
+  const Type& out = c.out();
+  DType t = out.dtype;
+  Value self = cast_to(b, c.tensor(self_i), t, out.shape);
+  if (c.has(alpha_i)) product = mul(b, product, cast_to(b, c.tensor(alpha_i), t, out.shape));
+  if (!c.has(beta_i)) return add(b, self, product);
+  Value beta = c.tensor(beta_i);
+  Value beta_t = cast_to(b, beta, t, out.shape);
+  Value scaled = t == DType::Pred ? binary(b, "stablehlo.and", self, beta_t) : mul(b, self, beta_t);
+  Value beta_is_zero = compare(b, beta, zeros(b, beta.type), "EQ");
+  scaled = select(b, broadcast_in_dim(b, beta_is_zero, out.shape, {}), zeros(b, out), scaled);
+  if (t == DType::Pred) return binary(b, "stablehlo.or", scaled, product);
+  return add(b, scaled, product);
+}
+
+Value mm_product(Context& c, size_t a, size_t m, DType t) {
+  Value x = as(c, a, t), y = as(c, m, t);
+  if (x.rank() != 2 || y.rank() != 2) throw std::invalid_argument("mm: expected 2-D tensors");
+  return dot_general(c.b, x, y, {}, {}, {1}, {0}, t);
+}
+
+Value bmm_product(Context& c, size_t a, size_t m, DType t) {
+  Value x = as(c, a, t), y = as(c, m, t);
+  if (x.rank() != 3 || y.rank() != 3) throw std::invalid_argument("bmm: expected 3-D tensors");
+  return dot_general(c.b, x, y, {0}, {0}, {2}, {1}, t);
+}
+
+Value mv_product(Context& c, size_t a, size_t v, DType t) {
+  return dot_general(c.b, as(c, a, t), as(c, v, t), {}, {}, {1}, {0}, t);
+}
+
+// Products of bool matrices: PyTorch computes them as "any(a & b)"; do it in s32 and compare.
+DType product_dtype(DType t) { return t == DType::Pred ? DType::S32 : t; }
+Value finish(Builder& b, Value p, DType t) { return t == DType::Pred ? convert(b, p, t) : p; }
+
+std::vector<Value> mm(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "mm");
+  return {finish(c.b, mm_product(c, 0, 1, product_dtype(t)), t)};
+}
+
+std::vector<Value> bmm(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "bmm");
+  return {finish(c.b, bmm_product(c, 0, 1, product_dtype(t)), t)};
+}
+
+// addmm(self, mat1, mat2, *, beta=1, alpha=1)
+std::vector<Value> addmm(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "addmm");
+  Value p = finish(c.b, mm_product(c, 1, 2, product_dtype(t)), t);
+  return {scaled_sum(c, p, 0, 3, 4)};
+}
+
+std::vector<Value> baddbmm(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "baddbmm");
+  Value p = finish(c.b, bmm_product(c, 1, 2, product_dtype(t)), t);
+  return {scaled_sum(c, p, 0, 3, 4)};
+}
+
+std::vector<Value> mv(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "mv");
+  return {finish(c.b, mv_product(c, 0, 1, product_dtype(t)), t)};
+}
+
+std::vector<Value> addmv(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "addmv");
+  Value p = finish(c.b, mv_product(c, 1, 2, product_dtype(t)), t);
+  return {scaled_sum(c, p, 0, 3, 4)};
+}
+
+// addr(self, vec1, vec2, *, beta=1, alpha=1): beta * self + alpha * outer(vec1, vec2).
+std::vector<Value> addr(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "addr");
+  const auto& shape = c.out().shape;
+  Value u = broadcast_in_dim(c.b, as(c, 1, t), shape, {0});
+  Value v = broadcast_in_dim(c.b, as(c, 2, t), shape, {1});
+  Value p = t == DType::Pred ? binary(c.b, "stablehlo.and", u, v) : mul(c.b, u, v);
+  return {scaled_sum(c, p, 0, 3, 4)};
+}
+
+std::vector<Value> dot(Context& c) {
+  DType t = c.out().dtype;
+  check_not_complex(t, "dot");
+  Value x = as(c, 0, product_dtype(t)), y = as(c, 1, product_dtype(t));
+  if (x.rank() != 1 || y.rank() != 1) {
+    throw std::invalid_argument("1D tensors expected, but got " + std::to_string(x.rank()) +
+                                "D and " + std::to_string(y.rank()) + "D tensors");
+  }
+  if (x.shape()[0] != y.shape()[0]) {
+    throw std::invalid_argument("inconsistent tensor size, expected tensor [" +
+                                std::to_string(x.shape()[0]) + "] and src [" +
+                                std::to_string(y.shape()[0]) +
+                                "] to have the same number of elements, but got " +
+                                std::to_string(x.shape()[0]) + " and " +
+                                std::to_string(y.shape()[0]) + " elements respectively");
+  }
+  return {finish(c.b, dot_general(c.b, x, y, {}, {}, {0}, {0}, product_dtype(t)), t)};
+}
+
+const Registrar registrar({
+    {"mm", mm},
+    {"bmm", bmm},
+    {"addmm", addmm},
+    {"baddbmm", baddbmm},
+    {"mv", mv},
+    {"addmv", addmv},
+    {"addr", addr},
+    {"dot", dot},
+    {"vdot", dot},  // real operands only (conj is the identity); complex ones fall back
+});
+
+}  // namespace
+}  // namespace tpu::lowering

@@ -1,0 +1,239 @@
+import pytest
+import torch
+import torch_tpu
+import torch.nn.functional as F
+
+DEV = "tpu"
+MINE = {"index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index", "index_put",
+        "_index_put_impl", "embedding", "embedding_dense_backward", "masked_scatter", "clone", "copy"}
+
+
+def base_name(op):
+    name = op.split(".")[0]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+@pytest.fixture(autouse=True)
+def no_fallbacks():
+    torch_tpu.metrics.reset()
+    yield
+    fb = {k: v for k, v in torch_tpu.metrics.counters()["fallbacks"].items() if base_name(k) in MINE}
+    assert fb == {}
+
+
+def rand(*shape, dtype=torch.float32):
+    if dtype == torch.bool:
+        return torch.rand(*shape) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(*shape).to(dtype)
+    return torch.randint(-50, 50, shape, dtype=dtype)
+
+
+def same(out, ref, **kw):
+    assert out.device.type == DEV
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    kw = kw or dict(atol=0, rtol=0)
+    torch.testing.assert_close(out.cpu(), ref, **kw)
+
+
+DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_select(dtype, dim):
+    x = rand(4, 5, 3, dtype=dtype)
+    idx = torch.tensor([0, 2, 2, 1, 0])  # PyTorch rejects negative index_select indices
+    same(torch.index_select(x.to(DEV), dim, idx.to(DEV)), torch.index_select(x, dim, idx))
+    same(torch.index_select(x.to(DEV).transpose(0, 2), dim, idx.to(DEV)),
+         torch.index_select(x.transpose(0, 2), dim, idx))
+    i32 = torch.tensor([1, 0], dtype=torch.int32)
+    same(torch.index_select(x.to(DEV), dim, i32.to(DEV)), torch.index_select(x, dim, i32))
+    same(torch.index_select(x.to(DEV), dim, torch.tensor(1, device=DEV)), torch.index_select(x, dim, torch.tensor(1)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_gather_scatter(dtype, dim):
+    x = rand(4, 5, dtype=dtype)
+    size = x.shape[dim]
+    idx = torch.randint(0, size, (3, 4))  # gather/scatter reject negatives in PyTorch
+    same(torch.gather(x.to(DEV), dim, idx.to(DEV)), torch.gather(x, dim, idx))
+    # scatter without duplicate targets (the winner of duplicates is unspecified)
+    perm = torch.stack([torch.randperm(size)[:3] for _ in range(4)], 1 if dim == 0 else 0)
+    if dim != 0:
+        perm = torch.stack([torch.randperm(size)[:3] for _ in range(3)], 0)
+    src = rand(4, 5, dtype=dtype)
+    same(torch.scatter(x.to(DEV), dim, perm.to(DEV), src.to(DEV)), torch.scatter(x, dim, perm, src))
+    v = True if dtype == torch.bool else 7
+    same(torch.scatter(x.to(DEV), dim, perm.to(DEV), v), torch.scatter(x, dim, perm, v))
+    if dtype != torch.bool:
+        same(torch.scatter_add(x.to(DEV), dim, idx.remainder(size).to(DEV), src.to(DEV)),
+             torch.scatter_add(x, dim, idx.remainder(size), src),
+             **({} if dtype != torch.bfloat16 else dict(atol=2e-2, rtol=2e-2)))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    x = torch.randn(5, 4)
+    idx = torch.randint(0, 5, (6, 4))
+    src = torch.randn(6, 4)
+    same(torch.scatter_reduce(x.to(DEV), 0, idx.to(DEV), src.to(DEV), reduce, include_self=include_self),
+         torch.scatter_reduce(x, 0, idx, src, reduce, include_self=include_self), atol=1e-5, rtol=1e-5)
+
+
+def test_scatter_reduce_legacy_and_inplace():
+    x, src = torch.randn(5, 4), torch.randn(6, 4)
+    idx = torch.randint(0, 5, (6, 4))
+    for r in ["add", "multiply"]:
+        same(torch.scatter(x.to(DEV), 0, idx.to(DEV), src.to(DEV), reduce=r),
+             torch.scatter(x, 0, idx, src, reduce=r), atol=1e-5, rtol=1e-5)
+    t = x.to(DEV)
+    t.scatter_add_(0, idx.to(DEV), src.to(DEV))
+    same(t, x.scatter_add(0, idx, src), atol=1e-5, rtol=1e-5)
+    t = x.to(DEV)
+    t.scatter_(1, torch.tensor([[0], [1], [2], [3], [0]], device=DEV), 2.5)
+    same(t, x.scatter(1, torch.tensor([[0], [1], [2], [3], [0]]), 2.5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_advanced_index(dtype):
+    x = rand(4, 5, 6, dtype=dtype)
+    t = x.to(DEV)
+    i = torch.tensor([[0, 1], [-1, 2]])
+    j = torch.tensor([3, -2])
+    ti, tj = i.to(DEV), j.to(DEV)
+    same(t[ti], x[i])
+    same(t[ti, tj], x[i, j])            # broadcast, consecutive at front
+    same(t[:, ti, tj], x[:, i, j])      # consecutive in the middle: stays in place
+    same(t[ti, :, tj], x[i, :, j])      # separated: broadcast dims go first
+    same(t[:, :, tj], x[:, :, j])
+    same(t[1:3, tj], x[1:3, j])
+    same(t.transpose(0, 2)[tj, 1], x.transpose(0, 2)[j, 1])
+    same(t[..., tj], x[..., j])
+    same(t[ti, None, tj], x[i, None, j])
+
+
+def test_bool_mask_index_falls_back_correctly():
+    x = torch.randn(4, 5)
+    t = x.to(DEV)
+    same(t[t > 0], x[x > 0])  # data-dependent shape: CPU fallback (documented)
+    assert torch_tpu.metrics.counters()["fallbacks"].get("index.Tensor", 0) == 1
+    torch_tpu.metrics.reset()
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put(accumulate):
+    x = torch.randn(4, 5, 6)
+    i = torch.tensor([0, 2, -1])
+    j = torch.tensor([1, 3, 4])
+    for index, vshape in [((i,), (3, 5, 6)), ((i, j), (3, 6)), ((slice(None), i, j), (4, 3)),
+                          ((i, slice(None), j), (3, 5)), ((i,), (6,)), ((i, j), ())]:
+        v = torch.randn(vshape)
+        dev_index = tuple(k.to(DEV) if isinstance(k, torch.Tensor) else k for k in index)
+        t = x.to(DEV)
+        t.index_put_(tuple(k for k in dev_index if isinstance(k, torch.Tensor)), v.to(DEV), accumulate) \
+            if all(isinstance(k, torch.Tensor) for k in index) else t.__setitem__(dev_index, v.to(DEV))
+        r = x.clone()
+        r.index_put_(tuple(index), v, accumulate) if all(isinstance(k, torch.Tensor) for k in index) \
+            else r.__setitem__(index, v)
+        same(t, r)
+    # functional form and duplicates with accumulate
+    dup = torch.tensor([1, 1, 2, 1])
+    vals = torch.randn(4, 5, 6)
+    same(torch.index_put(x.to(DEV), (dup.to(DEV),), vals.to(DEV), accumulate=True),
+         torch.index_put(x, (dup,), vals, accumulate=True), atol=1e-5, rtol=1e-5)
+
+
+def test_index_put_mask_scalar():
+    x = torch.randn(4, 5)
+    t = x.to(DEV)
+    t[t > 0] = 0.5
+    r = x.clone()
+    r[r > 0] = 0.5
+    same(t, r)
+    t = x.to(DEV)
+    m = torch.tensor([True, False, True, False])
+    t[m.to(DEV)] = torch.tensor(2.0, device=DEV)
+    r = x.clone()
+    r[m] = 2.0
+    same(t, r)
+
+
+def test_index_backward():
+    x = torch.randn(5, 4)
+    i = torch.tensor([0, 2, 2, -1])
+    xt = x.to(DEV).requires_grad_()
+    xc = x.clone().requires_grad_()
+    g = torch.randn(4, 4)
+    xt[i.to(DEV)].backward(g.to(DEV))
+    xc[i].backward(g)
+    same(xt.grad, xc.grad, atol=1e-6, rtol=1e-6)
+    gi = torch.tensor([[0, 0], [1, 3], [2, 2], [3, 1], [0, 3]])
+    xt.grad = None
+    xc.grad = None
+    torch.gather(xt, 1, gi.to(DEV)).backward(g[:, :2].repeat(2, 1)[:5].to(DEV))  # scatter_add backward
+    torch.gather(xc, 1, gi).backward(g[:, :2].repeat(2, 1)[:5])
+    same(xt.grad, xc.grad, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("padding_idx", [None, 1])
+@pytest.mark.parametrize("scale", [False, True])
+def test_embedding(padding_idx, scale):
+    w = torch.randn(6, 3)
+    idx = torch.tensor([[0, 1, 1], [5, 2, 1]])
+    wt = w.to(DEV).requires_grad_()
+    wc = w.clone().requires_grad_()
+    yt = F.embedding(idx.to(DEV), wt, padding_idx=padding_idx, scale_grad_by_freq=scale)
+    yc = F.embedding(idx, wc, padding_idx=padding_idx, scale_grad_by_freq=scale)
+    same(yt, yc.detach())
+    g = torch.randn(2, 3, 3)
+    yt.backward(g.to(DEV))
+    yc.backward(g)
+    same(wt.grad, wc.grad, atol=1e-6, rtol=1e-6)
+    emb = torch.nn.Embedding(10, 4)
+    e2 = torch.nn.Embedding(10, 4).to(DEV)
+    e2.load_state_dict(emb.state_dict())
+    k = torch.tensor([3, 9, 0])
+    same(e2(k.to(DEV)), emb(k).detach())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_masked_scatter(dtype):
+    x = rand(3, 4, dtype=dtype)
+    mask = torch.rand(3, 4) > 0.5
+    src = rand(12, dtype=dtype)
+    same(x.to(DEV).masked_scatter(mask.to(DEV), src.to(DEV)), x.masked_scatter(mask, src))
+    row = torch.tensor([True, False, True, True])  # broadcast mask
+    same(x.to(DEV).masked_scatter(row.to(DEV), src.to(DEV)), x.masked_scatter(row, src))
+
+
+def test_out_of_range_indices_follow_xla_semantics():
+    # PyTorch's CPU kernels raise IndexError for out-of-range indices. Checking needs the index
+    # data on the host (a sync per call), so on tpu the XLA semantics apply instead:
+    # gather/index_select CLAMP the index into range, scatter/index_put DROP the update.
+    x = torch.arange(5.0)
+    t = x.to(DEV)
+    bad = torch.tensor([7, 1], device=DEV)
+    assert t.index_select(0, bad).cpu().tolist() == [4.0, 1.0]  # clamped to the last element
+    assert t[bad].cpu().tolist() == [4.0, 1.0]
+    assert torch.gather(t, 0, bad).cpu().tolist() == [4.0, 1.0]
+    s = t.clone()
+    s.index_put_((bad,), torch.tensor([10.0, 20.0], device=DEV))
+    assert s.cpu().tolist() == [0.0, 20.0, 2.0, 3.0, 4.0]  # the out-of-range write is dropped
+    s = torch.scatter(t, 0, bad, torch.tensor([10.0, 20.0], device=DEV))
+    assert s.cpu().tolist() == [0.0, 20.0, 2.0, 3.0, 4.0]
+    with pytest.raises(IndexError):
+        x.index_select(0, torch.tensor([7]))
+
+
+def test_bad_inputs_raise():
+    t = torch.zeros(3, 4, device=DEV)
+    with pytest.raises((IndexError, RuntimeError)):
+        t.index_select(2, torch.tensor([0], device=DEV))
+    with pytest.raises((IndexError, RuntimeError, ValueError)):
+        torch.gather(t, 0, torch.zeros(2, 2, 2, dtype=torch.long, device=DEV))
+    with pytest.raises((IndexError, RuntimeError)):
+        t[torch.tensor([0], device=DEV), torch.tensor([0], device=DEV), torch.tensor([0], device=DEV)]
+    torch_tpu.metrics.reset()

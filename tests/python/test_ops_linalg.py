@@ -1,0 +1,160 @@
+import pytest
+import torch
+import torch_tpu
+import torch.nn.functional as F
+
+DEV = "tpu"
+
+
+def tol(dtype):
+    return dict(atol=2e-2, rtol=2e-2) if dtype in (torch.bfloat16, torch.float16) else {}
+
+
+def rand(*shape, dtype=torch.float32):
+    if dtype.is_floating_point:
+        return torch.randn(*shape).to(dtype)
+    return torch.randint(-5, 5, shape, dtype=dtype)
+
+
+# Ops of this family: none of them may fall back to the CPU. (Ops of other families used by
+# the tests, e.g. sum in backward passes, are lowered elsewhere.)
+MINE = {"mm", "bmm", "addmm", "baddbmm", "mv", "addmv", "addr", "dot", "vdot", "matmul", "linear",
+        "t", "transpose", "expand", "view", "_unsafe_view", "clone", "copy"}
+
+
+def base_name(op):
+    name = op.split(".")[0]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+@pytest.fixture(autouse=True)
+def no_fallbacks():
+    torch_tpu.metrics.reset()
+    yield
+    fb = {k: v for k, v in torch_tpu.metrics.counters()["fallbacks"].items() if base_name(k) in MINE}
+    assert fb == {}
+
+
+def cmp(out, ref, dtype=torch.float32):
+    assert out.device.type == DEV
+    torch.testing.assert_close(out.cpu(), ref, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+def test_mm_bmm(dtype):
+    a, b = rand(3, 4, dtype=dtype), rand(4, 5, dtype=dtype)
+    cmp(torch.mm(a.to(DEV), b.to(DEV)), torch.mm(a, b), dtype)
+    a, b = rand(2, 3, 4, dtype=dtype), rand(2, 4, 5, dtype=dtype)
+    cmp(torch.bmm(a.to(DEV), b.to(DEV)), torch.bmm(a, b), dtype)
+
+
+def test_mm_noncontiguous_and_out():
+    a, b = torch.randn(4, 3), torch.randn(5, 4)
+    cmp(torch.mm(a.to(DEV).t(), b.to(DEV).t()), a.t() @ b.t())
+    s = torch.randn(6, 8)
+    cmp(torch.mm(s.to(DEV)[::2, 1:5], b.to(DEV).t()), s[::2, 1:5] @ b.t())
+    out = torch.empty(3, 5, device=DEV)
+    torch.mm(a.to(DEV).t(), b.to(DEV).t(), out=out)
+    cmp(out, a.t() @ b.t())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1.5)])
+def test_addmm_baddbmm(dtype, beta, alpha):
+    s, a, b = rand(3, 5, dtype=dtype), rand(3, 4, dtype=dtype), rand(4, 5, dtype=dtype)
+    cmp(torch.addmm(s.to(DEV), a.to(DEV), b.to(DEV), beta=beta, alpha=alpha),
+        torch.addmm(s, a, b, beta=beta, alpha=alpha), dtype)
+    bias = rand(5, dtype=dtype)  # broadcast self
+    cmp(torch.addmm(bias.to(DEV), a.to(DEV), b.to(DEV), beta=beta, alpha=alpha),
+        torch.addmm(bias, a, b, beta=beta, alpha=alpha), dtype)
+    s, a, b = rand(2, 3, 5, dtype=dtype), rand(2, 3, 4, dtype=dtype), rand(2, 4, 5, dtype=dtype)
+    cmp(torch.baddbmm(s.to(DEV), a.to(DEV), b.to(DEV), beta=beta, alpha=alpha),
+        torch.baddbmm(s, a, b, beta=beta, alpha=alpha), dtype)
+
+
+def test_addmm_beta_zero_ignores_nan():
+    s = torch.full((3, 5), float("nan"))
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    out = torch.addmm(s.to(DEV), a.to(DEV), b.to(DEV), beta=0)
+    assert not torch.isnan(out.cpu()).any()
+    cmp(out, torch.addmm(s, a, b, beta=0))
+    v = torch.randn(4)
+    cmp(torch.addmv(torch.full((3,), float("nan")).to(DEV), a.to(DEV), v.to(DEV), beta=0), a @ v)
+
+
+def test_addmm_int_and_inplace():
+    s, a, b = rand(3, 5, dtype=torch.int64), rand(3, 4, dtype=torch.int64), rand(4, 5, dtype=torch.int64)
+    cmp(torch.addmm(s.to(DEV), a.to(DEV), b.to(DEV), beta=2, alpha=3), torch.addmm(s, a, b, beta=2, alpha=3))
+    t = s.float().to(DEV)
+    t.addmm_(a.float().to(DEV), b.float().to(DEV), alpha=0.5)
+    cmp(t, s.float().addmm(a.float(), b.float(), alpha=0.5))
+
+
+def test_lr_changes_do_not_recompile():
+    s, a, b = torch.randn(3, 5), torch.randn(3, 4), torch.randn(4, 5)
+    st, at, bt = s.to(DEV), a.to(DEV), b.to(DEV)
+    torch.addmm(st, at, bt, beta=0.3, alpha=0.7)
+    c0 = torch_tpu.metrics.counters()["compiles"]
+    for k in range(3):
+        cmp(torch.addmm(st, at, bt, beta=0.1 * k + 0.2, alpha=1.1 + k), torch.addmm(s, a, b, beta=0.1 * k + 0.2, alpha=1.1 + k))
+    assert torch_tpu.metrics.counters()["compiles"] == c0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_mv_addmv_dot_vdot_addr(dtype):
+    m, v, w = rand(3, 4, dtype=dtype), rand(4, dtype=dtype), rand(4, dtype=dtype)
+    cmp(torch.mv(m.to(DEV), v.to(DEV)), torch.mv(m, v), dtype)
+    s = rand(3, dtype=dtype)
+    cmp(torch.addmv(s.to(DEV), m.to(DEV), v.to(DEV), beta=2, alpha=3), torch.addmv(s, m, v, beta=2, alpha=3), dtype)
+    cmp(torch.dot(v.to(DEV), w.to(DEV)), torch.dot(v, w), dtype)
+    cmp(torch.vdot(v.to(DEV), w.to(DEV)), torch.vdot(v, w), dtype)
+    s2 = rand(3, 4, dtype=dtype)
+    u = rand(3, dtype=dtype)
+    cmp(torch.addr(s2.to(DEV), u.to(DEV), v.to(DEV), beta=2, alpha=3), torch.addr(s2, u, v, beta=2, alpha=3), dtype)
+    cmp(torch.outer(u.to(DEV), v.to(DEV)), torch.outer(u, v), dtype)
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4,)), ((4,), (4, 5)), ((2, 3, 4), (4, 5)),
+                                   ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4,)), ((3, 4), (2, 4, 5))])
+def test_matmul_composite(sa, sb):
+    a, b = torch.randn(*sa), torch.randn(*sb)
+    cmp(torch.matmul(a.to(DEV), b.to(DEV)), torch.matmul(a, b))
+
+
+def test_matmul_backward():
+    a, b = torch.randn(2, 1, 3, 4), torch.randn(5, 4, 2)
+    at, bt = a.to(DEV).requires_grad_(), b.to(DEV).requires_grad_()
+    ac, bc = a.clone().requires_grad_(), b.clone().requires_grad_()
+    (at @ bt).square().sum().backward()
+    (ac @ bc).square().sum().backward()
+    cmp(at.grad, ac.grad)
+    cmp(bt.grad, bc.grad)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 6)])
+def test_linear_forward_backward(bias, shape):
+    x, w = torch.randn(*shape), torch.randn(5, 6)
+    b = torch.randn(5) if bias else None
+    xt, wt = x.to(DEV).requires_grad_(), w.to(DEV).requires_grad_()
+    bt = b.to(DEV).requires_grad_() if bias else None
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    bc = b.clone().requires_grad_() if bias else None
+    yt, yc = F.linear(xt, wt, bt), F.linear(xc, wc, bc)
+    cmp(yt, yc.detach())
+    g = torch.randn(*yc.shape)
+    yt.backward(g.to(DEV))
+    yc.backward(g)
+    cmp(xt.grad, xc.grad)
+    cmp(wt.grad, wc.grad)
+    if bias:
+        cmp(bt.grad, bc.grad)
+
+
+def test_bad_shapes_raise():
+    with pytest.raises(RuntimeError):
+        torch.mm(torch.randn(3, 4, device=DEV), torch.randn(5, 6, device=DEV))
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.dot(torch.randn(3, device=DEV), torch.randn(4, device=DEV))
+    # Shape errors found by Python meta kernels are re-raised by the CPU kernel (fallback path).
+    torch_tpu.metrics.reset()
