@@ -12,20 +12,19 @@
 namespace tpu::engine {
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // Run first: a call that raises (bad input) is the user's error, not a fallback to report.
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
   const auto& name = op.schema().operator_name();
   std::string full = name.name.substr(name.name.find("::") + 2) +
                      (name.overload_name.empty() ? "" : "." + name.overload_name);
   count_fallback(full);
   static std::mutex mu;
   static std::set<std::string> warned;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert(full).second) {
-      TORCH_WARN("torch-tpu: ", full, " has no tpu lowering; it runs on the CPU (inputs are "
-                 "copied to the host and back). This is counted in torch_tpu.metrics.report().");
-    }
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(full).second) {
+    TORCH_WARN("torch-tpu: ", full, " ran on the CPU (no tpu lowering for this call; inputs "
+               "were copied to the host and back). Counted in torch_tpu.metrics.report().");
   }
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
 }
 
 namespace {

@@ -9,7 +9,7 @@ import torch
 
 def test_shape_mismatch():
     a, b = torch.ones(2, 3, device="tpu"), torch.ones(4, 5, device="tpu")
-    with pytest.raises(RuntimeError, match="broadcast"):
+    with pytest.raises(RuntimeError, match="size of tensor a|broadcast"):
         a + b
 
 
@@ -32,7 +32,7 @@ def test_dim_out_of_range_on_view():
 
 def test_inplace_dtype_mismatch():
     x = torch.ones(3, dtype=torch.int64, device="tpu")
-    with pytest.raises(RuntimeError, match="in-place"):
+    with pytest.raises(RuntimeError, match="can.t be cast|in-place"):
         x.add_(torch.ones(3, device="tpu") * 0.5)
 
 
