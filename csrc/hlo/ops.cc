@@ -29,7 +29,11 @@ std::string float_literal(double v, DType t) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", v);
   std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  // MLIR float literals need a fraction: "1e+18" must be written "1.0e+18".
+  if (s.find('.') == std::string::npos) {
+    size_t e = s.find('e');
+    s.insert(e == std::string::npos ? s.size() : e, ".0");
+  }
   return s;
 }
 

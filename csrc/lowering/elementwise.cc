@@ -8,6 +8,10 @@ namespace {
 
 using namespace hlo;
 
+// PyTorch computes float16/bfloat16 element-wise math in float32 and rounds once at the end.
+DType opmath(DType t) { return t == DType::BF16 || t == DType::F16 ? DType::F32 : t; }
+DType out_math(Context& c) { return opmath(c.out().dtype); }
+
 // Operand i converted to `dtype` and broadcast to the output shape.
 Value operand(Context& c, size_t i, DType dtype) {
   return cast_to(c.b, c.tensor(i), dtype, c.out().shape);
@@ -16,7 +20,7 @@ Value operand(Context& c, size_t i, DType dtype) {
 // f(x, y) computed in the promoted type, then converted to the output type.
 Rule binary_rule(std::function<Value(Builder&, Value, Value)> f, bool compute_in_out_type = false) {
   return [f, compute_in_out_type](Context& c) {
-    DType t = compute_in_out_type ? c.out().dtype : c.compute_dtype;
+    DType t = opmath(compute_in_out_type ? c.out().dtype : c.compute_dtype);
     Value r = f(c.b, operand(c, 0, t), operand(c, 1, t));
     return std::vector<Value>{convert(c.b, r, c.out().dtype)};
   };
@@ -30,7 +34,7 @@ Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
 // add/sub with alpha: x op alpha * y.
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
-    DType t = c.compute_dtype;
+    DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
     if (c.has(2)) y = mul(c.b, y, operand(c, 2, t));
     return std::vector<Value>{convert(c.b, binary(c.b, op, x, y), c.out().dtype)};
@@ -40,7 +44,7 @@ Rule alpha_rule(const std::string& op) {
 // f(x) on the input converted to the output type (ints become floats for math functions).
 Rule unary_rule(std::function<Value(Builder&, Value)> f) {
   return [f](Context& c) {
-    return std::vector<Value>{f(c.b, operand(c, 0, c.out().dtype))};
+    return std::vector<Value>{f(c.b, operand(c, 0, out_math(c)))};
   };
 }
 Rule hlo_unary(const std::string& op) {
@@ -92,10 +96,10 @@ Value floor_divide(Builder& b, Value x, Value y) {
 std::vector<Value> div_mode(Context& c) {
   std::string mode = c.has(2) ? c.arg(2).s : "";
   if (mode.empty()) {
-    DType t = c.out().dtype;
+    DType t = out_math(c);
     return {div(c.b, operand(c, 0, t), operand(c, 1, t))};
   }
-  DType t = c.compute_dtype;
+  DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   Value r = mode == "trunc" ? (is_float(t) ? trunc(c.b, div(c.b, x, y)) : div(c.b, x, y))
                             : floor_divide(c.b, x, y);
@@ -115,7 +119,7 @@ Value gelu(Builder& b, Value x, bool tanh_approx) {
 
 std::vector<Value> gelu_backward(Context& c) {
   Builder& b = c.b;
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
   bool tanh_approx = c.has(2) && c.arg(2).s == "tanh";
   Value half = scalar_like(b, 0.5, x), one = scalar_like(b, 1, x);
@@ -136,18 +140,18 @@ std::vector<Value> gelu_backward(Context& c) {
 }
 
 std::vector<Value> where(Context& c) {
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   return {select(c.b, operand(c, 0, DType::Pred), operand(c, 1, t), operand(c, 2, t))};
 }
 
 std::vector<Value> masked_fill(Context& c) {
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   return {select(c.b, operand(c, 1, DType::Pred), operand(c, 2, t), operand(c, 0, t))};
 }
 
 // clamp(self, min?, max?): NaN in self propagates like PyTorch.
 std::vector<Value> clamp(Context& c) {
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value x = operand(c, 0, t);
   if (c.has(1)) x = max(c.b, x, operand(c, 1, t));
   if (c.has(2)) x = min(c.b, x, operand(c, 2, t));
@@ -159,26 +163,26 @@ Value sigmoid(Builder& b, Value x) { return unary(b, "stablehlo.logistic", x); }
 
 std::vector<Value> silu_backward(Context& c) {
   Builder& b = c.b;
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
   Value s = sigmoid(b, x), one = scalar_like(b, 1, x);
   return {mul(b, g, mul(b, s, add(b, one, mul(b, x, sub(b, one, s)))))};
 }
 
 std::vector<Value> threshold_backward(Context& c) {
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), th = operand(c, 2, t);
   return {select(c.b, compare(c.b, x, th, "LE"), scalar_like(c.b, 0, g), g)};
 }
 
 std::vector<Value> leaky_relu(Context& c) {
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value x = operand(c, 0, t), slope = c.has(1) ? operand(c, 1, t) : scalar_like(c.b, 0.01, x);
   return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), "GT"), x, mul(c.b, x, slope))};
 }
 
 std::vector<Value> hardtanh(Context& c) {
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value x = operand(c, 0, t);
   Value lo = c.has(1) ? operand(c, 1, t) : scalar_like(c.b, -1, x);
   Value hi = c.has(2) ? operand(c, 2, t) : scalar_like(c.b, 1, x);
@@ -186,20 +190,20 @@ std::vector<Value> hardtanh(Context& c) {
 }
 
 std::vector<Value> leaky_relu_backward(Context& c) {  // (grad, self, slope, self_is_result)
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), slope = operand(c, 2, t);
   return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), "GT"), g, mul(c.b, g, slope))};
 }
 
 std::vector<Value> hardtanh_backward(Context& c) {  // (grad, self, min, max)
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), lo = operand(c, 2, t), hi = operand(c, 3, t);
   Value inside = binary(c.b, "stablehlo.and", compare(c.b, x, lo, "GT"), compare(c.b, x, hi, "LT"));
   return {select(c.b, inside, g, scalar_like(c.b, 0, g))};
 }
 
 std::vector<Value> lerp(Context& c) {  // self + weight * (end - self)
-  DType t = c.out().dtype;
+  DType t = out_math(c);
   Value x = operand(c, 0, t), e = operand(c, 1, t), w = operand(c, 2, t);
   return {add(c.b, x, mul(c.b, w, sub(c.b, e, x)))};
 }
@@ -207,7 +211,7 @@ std::vector<Value> lerp(Context& c) {  // self + weight * (end - self)
 // addcmul/addcdiv: self + value * (t1 op t2)
 Rule addc_rule(bool divide) {
   return [divide](Context& c) {
-    DType t = c.out().dtype;
+    DType t = out_math(c);
     Value x = operand(c, 0, t), a = operand(c, 1, t), d = operand(c, 2, t);
     Value prod = divide ? div(c.b, a, d) : mul(c.b, a, d);
     if (c.has(3)) prod = mul(c.b, prod, operand(c, 3, t));
@@ -224,6 +228,18 @@ Value sign(Builder& b, Value x) {
 }
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
+
+// XLA:CPU's vectorized atan (chlo.atan, and atan2(x, 1) which it simplifies to atan) returns
+// wrong values for arrays of a few hundred elements. The half-angle form avoids that path:
+// atan(x) = 2 atan2(x, 1 + sqrt(1 + x^2)); huge |x| (x^2 overflows) gives +-pi/2 directly.
+Value atan(Builder& b, Value x) {
+  Value one = scalar_like(b, 1, x);
+  Value r = unary(b, "stablehlo.sqrt", add(b, one, mul(b, x, x)));
+  Value half = binary(b, "stablehlo.atan2", x, add(b, one, r));
+  Value a = mul(b, scalar_like(b, 2, x), half);
+  Value huge = compare(b, unary(b, "stablehlo.abs", x), scalar_like(b, 1e18, x), "GT");
+  return select(b, huge, mul(b, unary(b, "stablehlo.sign", x), scalar_like(b, M_PI / 2, x)), a);
+}
 
 const Registrar registrar({
     {"add.Tensor", alpha_rule("stablehlo.add")},
@@ -262,10 +278,12 @@ const Registrar registrar({
     {"clamp", clamp}, {"clamp.Tensor", clamp},
     {"clamp_min", clamp},
     {"clamp_max", [](Context& c) {
-       DType t = c.out().dtype;
+       DType t = out_math(c);
        return std::vector<Value>{min(c.b, operand(c, 0, t), operand(c, 1, t))};
      }},
-    {"abs", hlo_unary("stablehlo.abs")},
+    {"abs", unary_rule([](Builder& b, Value x) {
+       return is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(b, "stablehlo.abs", x);
+     })},
     {"neg", hlo_unary("stablehlo.negate")},
     {"sign", unary_rule(sign)},
     {"sgn", unary_rule(sign)},
@@ -291,7 +309,7 @@ const Registrar registrar({
     {"tanh", hlo_unary("stablehlo.tanh")},
     {"asin", hlo_unary("chlo.asin")},
     {"acos", hlo_unary("chlo.acos")},
-    {"atan", hlo_unary("chlo.atan")},
+    {"atan", unary_rule(atan)},
     {"sinh", hlo_unary("chlo.sinh")},
     {"cosh", hlo_unary("chlo.cosh")},
     {"asinh", hlo_unary("chlo.asinh")},
@@ -317,17 +335,17 @@ const Registrar registrar({
     {"silu", unary_rule([](Builder& b, Value x) { return mul(b, x, sigmoid(b, x)); })},
     {"gelu", [](Context& c) {
        bool tanh_approx = c.has(1) && c.arg(1).s == "tanh";
-       return std::vector<Value>{gelu(c.b, operand(c, 0, c.out().dtype), tanh_approx)};
+       return std::vector<Value>{gelu(c.b, operand(c, 0, out_math(c)), tanh_approx)};
      }},
     {"gelu_backward", gelu_backward},
     {"silu_backward", silu_backward},
     {"sigmoid_backward", [](Context& c) {
-       DType t = c.out().dtype;
+       DType t = out_math(c);
        Value g = operand(c, 0, t), y = operand(c, 1, t);
        return std::vector<Value>{mul(c.b, g, mul(c.b, y, sub(c.b, scalar_like(c.b, 1, y), y)))};
      }},
     {"tanh_backward", [](Context& c) {
-       DType t = c.out().dtype;
+       DType t = out_math(c);
        Value g = operand(c, 0, t), y = operand(c, 1, t);
        return std::vector<Value>{mul(c.b, g, sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y)))};
      }},

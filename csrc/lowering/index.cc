@@ -132,8 +132,8 @@ std::vector<Value> gather_dim(Context& c) {
   Value x = c.tensor(0), idx = c.tensor(2);
   int64_t rank = std::max<int64_t>(x.rank(), 1);
   int64_t dim = wrap_dim(c.int_arg(1), rank);
-  check_gather_shapes(x, idx, dim, "gather");
   if (numel(c.out().shape) == 0) return {zeros(c.b, c.out())};
+  check_gather_shapes(x, idx, dim, "gather");
   x = reshape(c.b, x, x.rank() == 0 ? std::vector<int64_t>{1} : x.shape());
   idx = reshape(c.b, idx, idx.rank() == 0 ? std::vector<int64_t>{1} : idx.shape());
   Value coords = dim_coordinates(c.b, idx, dim, x.shape()[dim]);

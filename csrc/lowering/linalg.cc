@@ -22,10 +22,14 @@ void check_not_complex(DType t, const char* op) {
 
 // beta * self + alpha * product, with PyTorch's rule that beta == 0 ignores self entirely
 // (NaN/Inf in self must not propagate) and alpha == 1 / beta == 1 being exact.
+// Low-precision floats are combined in float32 and rounded once, like PyTorch's opmath.
+DType opmath(DType t) { return t == DType::BF16 || t == DType::F16 ? DType::F32 : t; }
+
 Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t alpha_i) {
   Builder& b = c.b;
-  const Type& out = c.out();
+  const Type out(opmath(c.out().dtype), c.out().shape);
   DType t = out.dtype;
+  product = convert(b, product, t);
   Value self = cast_to(b, c.tensor(self_i), t, out.shape);
   if (c.has(alpha_i)) product = mul(b, product, cast_to(b, c.tensor(alpha_i), t, out.shape));
   if (!c.has(beta_i)) return add(b, self, product);
@@ -100,7 +104,7 @@ std::vector<Value> addmv(Context& c) {
 
 // addr(self, vec1, vec2, *, beta=1, alpha=1): beta * self + alpha * outer(vec1, vec2).
 std::vector<Value> addr(Context& c) {
-  DType t = c.out().dtype;
+  DType t = opmath(c.out().dtype);
   check_not_complex(t, "addr");
   const auto& shape = c.out().shape;
   Value u = broadcast_in_dim(c.b, as(c, 1, t), shape, {0});
