@@ -98,16 +98,21 @@ enum Slot : int {
   kClient_PlatformName = 12, kClient_ProcessIndex = 13, kClient_PlatformVersion = 14,
   kClient_Devices = 15, kClient_AddressableDevices = 16, kClient_Compile = 20,
   kClient_DefaultDeviceAssignment = 21, kClient_BufferFromHostBuffer = 22,
-  kDeviceDescription_Id = 23, kDeviceDescription_Kind = 26, kDeviceDescription_DebugString = 27,
+  kDeviceDescription_Id = 23, kDeviceDescription_ProcessIndex = 24,
+  kDeviceDescription_Attributes = 25, kDeviceDescription_Kind = 26,
+  kDeviceDescription_DebugString = 27,
   kDevice_GetDescription = 29, kDevice_LocalHardwareId = 31, kDevice_MemoryStats = 34,
-  kExecutable_Destroy = 40, kExecutable_Name = 41, kExecutable_NumOutputs = 44,
+  kExecutable_Destroy = 40, kExecutable_Name = 41, kExecutable_NumReplicas = 42,
+  kExecutable_NumPartitions = 43, kExecutable_NumOutputs = 44,
   kExecutable_GetCostAnalysis = 46, kExecutable_Serialize = 49, kLoadedExecutable_Destroy = 50,
   kLoadedExecutable_GetExecutable = 51, kLoadedExecutable_AddressableDevices = 52,
   kLoadedExecutable_Execute = 55, kExecutable_DeserializeAndLoad = 56, kBuffer_Destroy = 58,
   kBuffer_ElementType = 59, kBuffer_Dimensions = 60, kBuffer_OnDeviceSizeInBytes = 64,
   kBuffer_Device = 65, kBuffer_Delete = 67, kBuffer_IsDeleted = 68, kBuffer_CopyToDevice = 69,
   kBuffer_ToHostBuffer = 70, kBuffer_ReadyEvent = 72, kTopologyDescription_Create = 82,
-  kTopologyDescription_Destroy = 83, kTopologyDescription_GetDeviceDescriptions = 86,
+  kTopologyDescription_Destroy = 83, kTopologyDescription_PlatformName = 84,
+  kTopologyDescription_PlatformVersion = 85, kTopologyDescription_GetDeviceDescriptions = 86,
+  kTopologyDescription_Serialize = 87, kTopologyDescription_Attributes = 88,
   kCompile = 89, kExecutable_OutputElementTypes = 90, kExecutable_OutputDimensions = 91,
   kExecutable_GetCompiledMemoryStats = 96,
 };
@@ -181,6 +186,8 @@ struct Client_BufferFromHostBuffer_Args {
 };
 
 struct DeviceDescription_Id_Args { TPU_PJRT_ARGS_PREFIX; DeviceDescription* device_description; int id; };
+struct DeviceDescription_ProcessIndex_Args { TPU_PJRT_ARGS_PREFIX; DeviceDescription* device_description; int process_index; };
+struct DeviceDescription_Attributes_Args { TPU_PJRT_ARGS_PREFIX; DeviceDescription* device_description; size_t num_attributes; const NamedValue* attributes; };
 struct DeviceDescription_Kind_Args { TPU_PJRT_ARGS_PREFIX; DeviceDescription* device_description; const char* device_kind; size_t device_kind_size; };
 struct DeviceDescription_DebugString_Args { TPU_PJRT_ARGS_PREFIX; DeviceDescription* device_description; const char* debug_string; size_t debug_string_size; };
 struct Device_GetDescription_Args { TPU_PJRT_ARGS_PREFIX; Device* device; DeviceDescription* device_description; };
@@ -204,6 +211,8 @@ struct Device_MemoryStats_Args {
 
 struct Executable_Destroy_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; };
 struct Executable_Name_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; const char* executable_name; size_t executable_name_size; };
+struct Executable_NumReplicas_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_replicas; };
+struct Executable_NumPartitions_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_partitions; };
 struct Executable_NumOutputs_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_outputs; };
 struct Executable_GetCostAnalysis_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_properties; const NamedValue* properties; };
 struct Executable_Serialize_Args {
@@ -307,6 +316,38 @@ struct TopologyDescription_Create_Args {
   TopologyDescription* topology;  // out
 };
 struct TopologyDescription_Destroy_Args { TPU_PJRT_ARGS_PREFIX; TopologyDescription* topology; };
+struct TopologyDescription_PlatformName_Args {
+  TPU_PJRT_ARGS_PREFIX;
+  TopologyDescription* topology;
+  const char* platform_name;  // out, owned by the topology
+  size_t platform_name_size;
+};
+struct TopologyDescription_PlatformVersion_Args {
+  TPU_PJRT_ARGS_PREFIX;
+  TopologyDescription* topology;
+  const char* platform_version;  // out, owned by the topology
+  size_t platform_version_size;
+};
+struct TopologyDescription_GetDeviceDescriptions_Args {
+  TPU_PJRT_ARGS_PREFIX;
+  TopologyDescription* topology;
+  DeviceDescription* const* descriptions;  // out, array owned by the topology
+  size_t num_descriptions;                 // out
+};
+struct TopologyDescription_Serialize_Args {
+  TPU_PJRT_ARGS_PREFIX;
+  TopologyDescription* topology;
+  const char* serialized_bytes;  // out
+  size_t serialized_bytes_size;  // out
+  void* serialized_topology;     // out, freed with the deleter
+  void (*serialized_topology_deleter)(void*);  // out
+};
+struct TopologyDescription_Attributes_Args {
+  TPU_PJRT_ARGS_PREFIX;
+  TopologyDescription* topology;
+  const NamedValue* attributes;  // out, owned by the topology
+  size_t num_attributes;
+};
 struct Compile_Args {
   TPU_PJRT_ARGS_PREFIX;
   const TopologyDescription* topology;
@@ -332,10 +373,14 @@ TPU_PJRT_CHECK_SIZE(Client_Compile_Args, executable, 56);
 TPU_PJRT_CHECK_SIZE(Client_DefaultDeviceAssignment_Args, default_assignment, 48);
 TPU_PJRT_CHECK_SIZE(Client_BufferFromHostBuffer_Args, buffer, 120);
 TPU_PJRT_CHECK_SIZE(DeviceDescription_Id_Args, id, 28);
+TPU_PJRT_CHECK_SIZE(DeviceDescription_ProcessIndex_Args, process_index, 28);
+TPU_PJRT_CHECK_SIZE(DeviceDescription_Attributes_Args, attributes, 40);
 TPU_PJRT_CHECK_SIZE(DeviceDescription_Kind_Args, device_kind_size, 40);
 TPU_PJRT_CHECK_SIZE(Device_GetDescription_Args, device_description, 32);
 TPU_PJRT_CHECK_SIZE(Device_LocalHardwareId_Args, local_hardware_id, 28);
 TPU_PJRT_CHECK_SIZE(Device_MemoryStats_Args, peak_allocated_bytes_is_set, 201);
+TPU_PJRT_CHECK_SIZE(Executable_NumReplicas_Args, num_replicas, 32);
+TPU_PJRT_CHECK_SIZE(Executable_NumPartitions_Args, num_partitions, 32);
 TPU_PJRT_CHECK_SIZE(Executable_NumOutputs_Args, num_outputs, 32);
 TPU_PJRT_CHECK_SIZE(Executable_GetCostAnalysis_Args, properties, 40);
 TPU_PJRT_CHECK_SIZE(Executable_Serialize_Args, serialized_executable_deleter, 56);
@@ -355,6 +400,12 @@ TPU_PJRT_CHECK_SIZE(Buffer_CopyToDevice_Args, dst_buffer, 40);
 TPU_PJRT_CHECK_SIZE(Buffer_ToHostBuffer_Args, event, 56);
 TPU_PJRT_CHECK_SIZE(Buffer_ReadyEvent_Args, event, 32);
 TPU_PJRT_CHECK_SIZE(TopologyDescription_Create_Args, topology, 56);
+TPU_PJRT_CHECK_SIZE(TopologyDescription_Destroy_Args, topology, 24);
+TPU_PJRT_CHECK_SIZE(TopologyDescription_PlatformName_Args, platform_name_size, 40);
+TPU_PJRT_CHECK_SIZE(TopologyDescription_PlatformVersion_Args, platform_version_size, 40);
+TPU_PJRT_CHECK_SIZE(TopologyDescription_GetDeviceDescriptions_Args, num_descriptions, 40);
+TPU_PJRT_CHECK_SIZE(TopologyDescription_Serialize_Args, serialized_topology_deleter, 56);
+TPU_PJRT_CHECK_SIZE(TopologyDescription_Attributes_Args, num_attributes, 40);
 TPU_PJRT_CHECK_SIZE(Compile_Args, executable, 64);
 
 }  // namespace tpu::pjrt::abi

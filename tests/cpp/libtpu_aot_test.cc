@@ -1,0 +1,204 @@
+// Ahead-of-time compilation for TPU topologies through libtpu on a host without a TPU
+// (PJRT_TopologyDescription_Create + client-free PJRT_Compile). Skipped unless
+// TORCH_TPU_LIBTPU names libtpu.so (pip install libtpu; libtpu/libtpu.so in site-packages).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+#include "hlo/builder.h"
+#include "hlo/ops.h"
+#include "pjrt/topology.h"
+
+namespace tpu {
+namespace {
+
+std::shared_ptr<pjrt::Api> libtpu() {
+  static std::shared_ptr<pjrt::Api> api = [] {
+    const char* path = std::getenv("TORCH_TPU_LIBTPU");
+    // Without this, PJRT_Plugin_Initialize polls the GCE metadata server and never returns.
+    pjrt::prepare_libtpu_offline_env();
+    return pjrt::Api::load(path);
+  }();
+  return api;
+}
+
+#define REQUIRE_LIBTPU()                                                         \
+  do {                                                                           \
+    const char* p = std::getenv("TORCH_TPU_LIBTPU");                             \
+    if (p == nullptr || *p == '\0') GTEST_SKIP() << "TORCH_TPU_LIBTPU is unset"; \
+  } while (0)
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void print_values(const char* what, const std::map<std::string, pjrt::AttributeValue>& props) {
+  for (const auto& [name, value] : props) {
+    std::cout << "  " << what << "[" << name << "] = ";
+    std::visit(
+        [](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            for (size_t i = 0; i < v.size(); ++i) std::cout << (i ? "," : "") << v[i];
+          } else {
+            std::cout << v;
+          }
+        },
+        value);
+    std::cout << "\n";
+  }
+}
+
+// out = x @ w + b, 256x256 f32.
+std::string matmul_add_module(int64_t n) {
+  hlo::Builder b;
+  hlo::Type t(hlo::DType::F32, {n, n});
+  hlo::Value x = b.arg(t), w = b.arg(t), bias = b.arg(t);
+  hlo::Value y = hlo::dot_general(b, x, w, {}, {}, {1}, {0}, hlo::DType::F32);
+  return b.module({hlo::add(b, y, bias)});
+}
+
+TEST(LibtpuAot, PluginAndTopology) {
+  REQUIRE_LIBTPU();
+  auto api = libtpu();
+  std::cout << "libtpu PJRT " << api->version_string() << " attributes: "
+            << api->attributes_string() << "\n";
+  ASSERT_TRUE(api->has(pjrt::abi::kTopologyDescription_Create));
+  ASSERT_TRUE(api->has(pjrt::abi::kCompile));
+  pjrt::Topology topo(api, "v6e:1x1");
+  std::cout << "platform " << topo.platform_name() << " version " << topo.platform_version()
+            << "\n";
+  EXPECT_EQ(topo.platform_name(), "tpu");
+  ASSERT_EQ(topo.devices().size(), 1u);
+  EXPECT_EQ(topo.devices()[0].id, 0);
+  EXPECT_EQ(topo.devices()[0].kind, "TPU v6 lite");
+  auto attributes = topo.attributes();
+  print_values("topology", attributes);
+  ASSERT_TRUE(attributes.count("device_memory_bytes_limit"));
+  EXPECT_GT(std::get<int64_t>(attributes["device_memory_bytes_limit"]), int64_t(30) << 30);  // 32 GB HBM
+  EXPECT_FALSE(topo.serialize().empty());
+
+  pjrt::Topology quad(api, "v6e:2x2", {{"chips_per_host_bounds", std::vector<int64_t>{2, 2, 1}}});
+  ASSERT_EQ(quad.devices().size(), 4u);
+  for (const auto& d : quad.devices()) {
+    std::cout << "  v6e:2x2 device id=" << d.id << " kind=" << d.kind
+              << " process=" << d.process_index << "\n";
+  }
+}
+
+TEST(LibtpuAot, BadTopologyNameIsAnError) {
+  REQUIRE_LIBTPU();
+  try {
+    pjrt::Topology topo(libtpu(), "v6e-4");  // slice alias, not "<gen>:<mesh>"
+    FAIL() << "expected an error";
+  } catch (const pjrt::PjrtError& e) {
+    std::cout << "  refused: " << e.what() << "\n";
+    EXPECT_NE(std::string(e.what()).find("PJRT_TopologyDescription_Create"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("v6e-4"), std::string::npos);
+  }
+}
+
+TEST(LibtpuAot, CompileMatmulForV6e) {
+  REQUIRE_LIBTPU();
+  auto api = libtpu();
+  pjrt::Topology topo(api, "v6e:1x1");
+  pjrt::CompileOptions options;
+  options.device_assignment = topo.device_ids();
+  auto t0 = std::chrono::steady_clock::now();
+  auto exe = pjrt::compile_for_topology(api, topo, matmul_add_module(256), options);
+  std::cout << "  compile v6e:1x1 256x256 matmul+add: " << seconds_since(t0) << " s, name "
+            << exe->name() << "\n";
+  EXPECT_EQ(exe->num_outputs(), 1u);
+
+  auto props = exe->cost_analysis();
+  print_values("cost", props);
+  auto cost = pjrt::CostSummary::from(props);
+  EXPECT_GT(cost.flops, 0);
+  EXPECT_GE(cost.flops, 2.0 * 256 * 256 * 256);
+  EXPECT_GT(cost.bytes_accessed, 0);
+
+  auto mem = exe->memory_stats();
+  std::cout << "  memory: " << mem.to_string() << "\n";
+  EXPECT_EQ(mem.argument_size_in_bytes, 3 * 256 * 256 * 4);
+  EXPECT_EQ(mem.output_size_in_bytes, 256 * 256 * 4);
+  EXPECT_GT(mem.generated_code_size_in_bytes, 0);
+  EXPECT_GE(mem.peak_memory_in_bytes, mem.argument_size_in_bytes + mem.output_size_in_bytes);
+
+  t0 = std::chrono::steady_clock::now();
+  std::string blob = exe->serialize();
+  std::cout << "  serialized " << blob.size() << " bytes in " << seconds_since(t0) << " s\n";
+  EXPECT_GT(blob.size(), 0u);
+}
+
+TEST(LibtpuAot, HbmOomIsACompileError) {
+  REQUIRE_LIBTPU();
+  auto api = libtpu();
+  pjrt::Topology topo(api, "v6e:1x1");
+  try {
+    // Three 16 GiB arguments and a 16 GiB result do not fit a v6e chip's 32 GB.
+    pjrt::compile_for_topology(api, topo, matmul_add_module(65536), pjrt::CompileOptions{});
+    FAIL() << "expected an out-of-memory compile error";
+  } catch (const pjrt::PjrtError& e) {
+    std::cout << "  refused: " << e.what() << "\n";
+    EXPECT_EQ(e.code(), pjrt::abi::kResourceExhausted);
+  }
+}
+
+TEST(LibtpuAot, CompileErrorCarriesMessage) {
+  REQUIRE_LIBTPU();
+  auto api = libtpu();
+  pjrt::Topology topo(api, "v6e:1x1");
+  try {
+    pjrt::compile_for_topology(api, topo, "this is not mlir", pjrt::CompileOptions{});
+    FAIL() << "expected an error";
+  } catch (const pjrt::PjrtError& e) {
+    std::cout << "  refused: " << std::string(e.what()).substr(0, 300) << "\n";
+    EXPECT_NE(std::string(e.what()).find("PJRT_Compile"), std::string::npos);
+  }
+}
+
+TEST(LibtpuAot, CompileSpmdFourPartitionsForV6e2x2) {
+  REQUIRE_LIBTPU();
+  auto api = libtpu();
+  pjrt::Topology topo(api, "v6e:2x2");
+  ASSERT_EQ(topo.devices().size(), 4u);
+
+  // out[1024,256] = x[1024,256] @ w[256,256] + x, rows of x and out split over 4 devices.
+  const std::string rows = "{devices=[4,1]0,1,2,3}";
+  hlo::Builder b;
+  hlo::Value x = b.arg(hlo::Type(hlo::DType::F32, {1024, 256}), {-1, rows});
+  hlo::Value w = b.arg(hlo::Type(hlo::DType::F32, {256, 256}), {-1, "{replicated}"});
+  hlo::Value y = hlo::dot_general(b, x, w, {}, {}, {1}, {0}, hlo::DType::F32);
+  std::string mlir = b.module({hlo::add(b, y, x)}, /*num_partitions=*/4, {rows});
+
+  pjrt::CompileOptions options;
+  options.num_partitions = 4;
+  options.use_spmd_partitioning = true;
+  options.device_assignment = topo.device_ids();
+  auto t0 = std::chrono::steady_clock::now();
+  auto exe = pjrt::compile_for_topology(api, topo, mlir, options);
+  std::cout << "  compile v6e:2x2 SPMD x4: " << seconds_since(t0) << " s\n";
+  EXPECT_EQ(exe->num_partitions(), 4u);
+  EXPECT_EQ(exe->num_replicas(), 1u);
+
+  auto props = exe->cost_analysis();
+  print_values("cost", props);
+  auto cost = pjrt::CostSummary::from(props);
+  EXPECT_GT(cost.flops, 0);
+  // Per device: a 256x256 @ 256x256 shard, not the whole 1024-row product.
+  EXPECT_LT(cost.flops, 2.0 * 1024 * 256 * 256);
+
+  auto mem = exe->memory_stats();
+  std::cout << "  per-device memory: " << mem.to_string() << "\n";
+  EXPECT_EQ(mem.argument_size_in_bytes, 256 * 256 * 4 + 256 * 256 * 4);  // x shard + w
+  EXPECT_EQ(mem.output_size_in_bytes, 256 * 256 * 4);
+
+  std::string blob = exe->serialize();
+  std::cout << "  serialized " << blob.size() << " bytes\n";
+  EXPECT_GT(blob.size(), 0u);
+}
+
+}  // namespace
+}  // namespace tpu
