@@ -210,7 +210,7 @@ const std::set<std::string>& explicit_kernels() {
       "empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold",
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
-      "_local_scalar_dense", "copy_"};
+      "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2"};
   return names;
 }
 

@@ -319,7 +319,11 @@ const Registrar registrar({
     {"erfc", hlo_unary("chlo.erfc")},
     {"erfinv", hlo_unary("chlo.erf_inv")},
     {"lgamma", hlo_unary("chlo.lgamma")},
-    {"digamma", hlo_unary("chlo.digamma")},
+    // digamma(+-0) = -+inf like PyTorch (older XLA returns NaN there).
+    {"digamma", unary_rule([](Builder& b, Value x) {
+       Value zero = compare(b, x, scalar_like(b, 0, x), "EQ");
+       return select(b, zero, neg(b, reciprocal(b, x)), unary(b, "chlo.digamma", x));
+     })},
     {"floor", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.floor", x) : x; })},
     {"ceil", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.ceil", x) : x; })},
     {"trunc", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? trunc(b, x) : x; })},
