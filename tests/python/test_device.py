@@ -112,3 +112,40 @@ def test_runtime_description_is_truthful():
     assert "PJRT" in desc
     if not torch_tpu._discovery.tpu_on_pci_bus():
         assert desc.startswith("cpu")
+
+
+def test_autocast_casts_matmul_and_keeps_reductions_fp32(no_fallbacks):
+    a, b = torch.randn(8, 16, device="tpu"), torch.randn(16, 4, device="tpu")
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        y = a @ b
+        s = torch.softmax(y, dim=-1)
+        loss = torch.nn.functional.mse_loss(y, torch.zeros_like(y))
+    assert y.dtype == torch.bfloat16
+    assert s.dtype == torch.float32
+    assert loss.dtype == torch.float32
+    expected = (a.cpu().bfloat16().float() @ b.cpu().bfloat16().float())
+    torch.testing.assert_close(y.float().cpu(), expected, atol=5e-2, rtol=2e-2)
+
+
+def test_multiple_emulated_chips_and_launch_blocking():
+    code = (
+        "import torch, torch_tpu\n"
+        "assert torch.tpu.device_count() == 2, torch.tpu.device_count()\n"
+        "x = torch.arange(6.0, device='tpu:1')\n"
+        "y = (x * 2).to('tpu:0') + 1\n"
+        "assert y.device.index == 0\n"
+        "print(y.cpu().tolist())\n"
+    )
+    env = dict(os.environ, TORCH_TPU_CPU_DEVICES="2", TPU_LAUNCH_BLOCKING="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1.0, 3.0, 5.0, 7.0, 9.0, 11.0]"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64, torch.int16, torch.int8, torch.float16])
+def test_other_dtypes_roundtrip_and_compute(dtype):
+    x = (torch.arange(6) - 2).to(dtype)
+    t = x.to("tpu")
+    assert t.dtype == dtype
+    assert torch.equal(t.cpu(), x)
+    assert torch.equal((t + t).cpu(), x + x)
