@@ -19,6 +19,7 @@
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
+#include "engine/sync.h"
 
 namespace tpu::engine {
 namespace {
@@ -50,6 +51,7 @@ bool covers_storage(const at::Tensor& t) {
 
 // Device -> host: the tensor's elements, contiguous, in a new CPU tensor.
 at::Tensor to_cpu(const at::Tensor& src) {
+  raise_failed_checks();
   at::Tensor dense = covers_storage(src) ? src : src.contiguous();
   if (!covers_storage(dense)) dense = dense.clone();  // e.g. a contiguous slice of a bigger storage
   at::Tensor out = at::empty(dense.sizes(), dense.options().device(c10::kCPU));

@@ -241,6 +241,7 @@ struct Plan {
   std::vector<Target> targets;           // one per flattened return (or written arg)
   std::vector<int> written_storages;     // module results after the functional ones
   std::vector<DType> written_dtypes;
+  std::vector<std::string> check_messages;  // device assertions, the last module results
   std::vector<bool> return_is_list;      // per schema return
   std::vector<int> return_sizes;         // targets per schema return
   bool returns_written_args = false;     // schema returns nothing; results go to written args
@@ -594,6 +595,10 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   for (size_t k = 0; k < plan->written_storages.size(); ++k) {
     module_results.push_back(hlo::bitcast_convert(b, current[plan->written_storages[k]], plan->written_dtypes[k]));
   }
+  for (const auto& [failed, message] : b.assertions()) {
+    module_results.push_back(hlo::reshape(b, failed, {}));
+    plan->check_messages.push_back(plan->op_name + ": " + message);
+  }
   std::string text = b.module(module_results);
   pjrt::CompileOptions options;
   options.device_assignment = {runtime().client().devices().at(w.device).id};
@@ -660,6 +665,11 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
     s.buffer = newest;
     s.dtype = plan.written_dtypes[k];
   }
+
+  for (const std::string& message : plan.check_messages) {
+    note_check(std::shared_ptr<pjrt::Buffer>(std::move(outs[out_index++])), message);
+  }
+  if (launch_blocking() && !plan.check_messages.empty()) raise_failed_checks();
 
   if (plan.returns_written_args) return;
   const auto& returns = op.schema().returns();

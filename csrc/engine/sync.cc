@@ -1,6 +1,9 @@
 #include "engine/sync.h"
 
+#include <c10/util/Exception.h>
+
 #include <cstdlib>
+#include <vector>
 #include <map>
 #include <mutex>
 
@@ -8,7 +11,27 @@ namespace tpu::engine {
 namespace {
 std::mutex g_mu;
 std::map<int, std::shared_ptr<pjrt::Event>> g_newest;
+std::vector<std::pair<std::shared_ptr<pjrt::Buffer>, std::string>> g_checks;
 }  // namespace
+
+void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_checks.emplace_back(std::move(failed_flag), std::move(message));
+}
+
+void raise_failed_checks() {
+  std::vector<std::pair<std::shared_ptr<pjrt::Buffer>, std::string>> checks;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    checks.swap(g_checks);
+  }
+  for (const auto& [flag, message] : checks) {
+    uint8_t failed = 0;
+    flag->to_host(&failed, 1);
+    TORCH_CHECK_INDEX(!failed, message, " (detected on the device; reported at the next host "
+                      "sync - run with TPU_LAUNCH_BLOCKING=1 to stop at the op)");
+  }
+}
 
 void note_pending(int device, std::shared_ptr<pjrt::Event> done) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -24,9 +47,11 @@ void synchronize_device(int device) {
     newest = it->second;
   }
   if (newest) newest->await("synchronize");
+  raise_failed_checks();
 }
 
 void synchronize_all() {
+  raise_failed_checks();
   std::vector<int> devices;
   {
     std::lock_guard<std::mutex> lock(g_mu);

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "pjrt/buffer.h"
 #include "pjrt/event.h"
 
 namespace tpu::engine {
@@ -12,6 +14,11 @@ namespace tpu::engine {
 void note_pending(int device, std::shared_ptr<pjrt::Event> done);
 void synchronize_device(int device);
 void synchronize_all();
+// Device-side assertions (index out of range...): a flag computed by an op, checked at the
+// next host sync. raise_failed_checks() reads every pending flag and throws the first failure.
+void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message);
+void raise_failed_checks();
+
 // TPU_LAUNCH_BLOCKING=1: wait after every op so errors surface at the op that caused them.
 bool launch_blocking();
 

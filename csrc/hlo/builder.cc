@@ -57,6 +57,10 @@ std::vector<Value> Builder::emit(const std::string& name, const std::vector<Valu
   return outs;
 }
 
+void Builder::assert_false(Value failed, std::string message) {
+  assertions_.emplace_back(failed, std::move(message));
+}
+
 std::string Builder::region(const std::vector<Type>& arg_types, const RegionBody& body) {
   std::vector<Value> block_args;
   std::string header = "{\n  ^bb0(";

@@ -50,6 +50,12 @@ class Builder {
   using RegionBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
   std::string region(const std::vector<Type>& arg_types, const RegionBody& body);
 
+  // Runtime assertion: `failed` (tensor<i1>, any shape) is true where a check fails, e.g. an
+  // index out of range. Drivers return the assertions as extra results and raise `message`
+  // on the host once they have read them (devices cannot raise).
+  void assert_false(Value failed, std::string message);
+  const std::vector<std::pair<Value, std::string>>& assertions() const { return assertions_; }
+
   // The whole module, returning `results` from @main.
   std::string module(const std::vector<Value>& results, int num_partitions = 1,
                      const std::vector<std::string>& result_shardings = {}) const;
@@ -65,6 +71,7 @@ class Builder {
   std::vector<Value> args_;
   std::vector<ArgOptions> arg_options_;
   std::vector<std::string> blocks_;  // text of the block being built, innermost last
+  std::vector<std::pair<Value, std::string>> assertions_;
 };
 
 // "array<i64: 1, 2>"

@@ -1,10 +1,10 @@
 // Indexing: index_select, gather, scatter*, index.Tensor, index_put, embedding(+backward),
 // masked_scatter.
 //
-// Negative indices wrap like PyTorch. Out-of-range indices cannot be checked on the device
-// without a host sync (PyTorch's CPU kernels raise IndexError): here they follow XLA semantics
-// instead - gather CLAMPS the start index into range (reads the first/last row) and scatter
-// DROPS updates whose index is out of range. tests/python/test_ops_index.py pins this down.
+// Negative indices wrap like PyTorch. Out-of-range indices are asserted on the device
+// (hlo::Builder::assert_false): the engine raises IndexError at the next host sync, or at the
+// op itself with TPU_LAUNCH_BLOCKING=1 - like CUDA's device-side asserts. The values computed
+// meanwhile follow XLA: gather clamps the index, scatter drops the update.
 //
 // Data-dependent shapes are not lowered: a bool/byte mask in index.Tensor (x[mask]) goes to
 // the CPU fallback, as do nonzero, masked_select and unique. index_put with one bool mask and a
@@ -25,9 +25,22 @@ int64_t numel(const std::vector<int64_t>& s) {
   return n;
 }
 
-// Index tensor as s64 with negative entries wrapped by `size`.
+// Asserts lo <= idx < hi for every entry (reported on the host at the next sync).
+void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size) {
+  if (idx.type.numel() == 0) return;
+  Value low = compare(b, idx, constant(b, static_cast<double>(lo), idx.dtype(), idx.shape()), "LT");
+  Value high = compare(b, idx, constant(b, static_cast<double>(hi), idx.dtype(), idx.shape()), "GE");
+  Value bad = binary(b, "stablehlo.or", low, high);
+  std::vector<int64_t> all(idx.rank());
+  std::iota(all.begin(), all.end(), 0);
+  b.assert_false(reduce(b, bad, all, "or"),
+                 "index out of range for a dimension of size " + std::to_string(size));
+}
+
+// Index tensor as s64 with negative entries wrapped by `size` (out-of-range ones asserted).
 Value wrap_index(Builder& b, Value idx, int64_t size) {
   idx = convert(b, idx, DType::S64);
+  assert_in_range(b, idx, -size, size, size);
   Value zero = constant(b, 0, DType::S64, idx.shape());
   Value n = constant(b, static_cast<double>(size), DType::S64, idx.shape());
   return select(b, compare(b, idx, zero, "LT"), add(b, idx, n), idx);
@@ -404,6 +417,7 @@ std::vector<Value> embedding(Context& c) {
   Builder& b = c.b;
   Value w = c.tensor(0), idx = convert(b, c.tensor(1), DType::S64);
   if (w.rank() != 2) throw std::invalid_argument("'weight' must be 2-D");
+  assert_in_range(b, idx, 0, w.shape()[0], w.shape()[0]);
   if (numel(c.out().shape) == 0) return {zeros(b, c.out())};
   int64_t r = idx.rank();
   std::vector<int64_t> col = idx.shape();

@@ -1,3 +1,6 @@
+import os
+import subprocess
+import sys
 import pytest
 import torch
 import torch_tpu
@@ -209,23 +212,42 @@ def test_masked_scatter(dtype):
     same(x.to(DEV).masked_scatter(row.to(DEV), src.to(DEV)), x.masked_scatter(row, src))
 
 
-def test_out_of_range_indices_follow_xla_semantics():
-    # PyTorch's CPU kernels raise IndexError for out-of-range indices. Checking needs the index
-    # data on the host (a sync per call), so on tpu the XLA semantics apply instead:
-    # gather/index_select CLAMP the index into range, scatter/index_put DROP the update.
-    x = torch.arange(5.0)
-    t = x.to(DEV)
+OUT_OF_RANGE_CASES = {
+    "index_select": lambda t, bad: t.index_select(0, bad),
+    "index": lambda t, bad: t[bad],
+    "gather": lambda t, bad: torch.gather(t, 0, bad),
+    "index_put_": lambda t, bad: t.clone().index_put_((bad,), torch.tensor([10.0, 20.0], device=DEV)),
+    "scatter": lambda t, bad: torch.scatter(t, 0, bad, torch.tensor([10.0, 20.0], device=DEV)),
+    "embedding": lambda t, bad: torch.nn.functional.embedding(bad, t.reshape(5, 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_RANGE_CASES))
+def test_out_of_range_index_raises_at_next_sync(case):
+    # Checked on the device (an assertion flag per op), raised at the next host read like a
+    # CUDA device-side assert: the op itself returns at once.
+    t = torch.arange(5.0).to(DEV)
     bad = torch.tensor([7, 1], device=DEV)
-    assert t.index_select(0, bad).cpu().tolist() == [4.0, 1.0]  # clamped to the last element
-    assert t[bad].cpu().tolist() == [4.0, 1.0]
-    assert torch.gather(t, 0, bad).cpu().tolist() == [4.0, 1.0]
-    s = t.clone()
-    s.index_put_((bad,), torch.tensor([10.0, 20.0], device=DEV))
-    assert s.cpu().tolist() == [0.0, 20.0, 2.0, 3.0, 4.0]  # the out-of-range write is dropped
-    s = torch.scatter(t, 0, bad, torch.tensor([10.0, 20.0], device=DEV))
-    assert s.cpu().tolist() == [0.0, 20.0, 2.0, 3.0, 4.0]
-    with pytest.raises(IndexError):
-        x.index_select(0, torch.tensor([7]))
+    result = OUT_OF_RANGE_CASES[case](t, bad)
+    with pytest.raises(IndexError, match="index out of range for a dimension of size 5"):
+        result.cpu()
+    # The error is reported once; the device keeps working.
+    assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_out_of_range_index_raises_at_the_op_with_launch_blocking():
+    code = (
+        "import torch, torch_tpu\n"
+        "t = torch.arange(5.0, device='tpu')\n"
+        "try:\n"
+        "    t.index_select(0, torch.tensor([9], device='tpu'))\n"
+        "except IndexError as e:\n"
+        "    print('raised at the op:', e)\n"
+    )
+    env = dict(os.environ, TPU_LAUNCH_BLOCKING="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "raised at the op: index_select: index out of range" in out.stdout
 
 
 def test_bad_inputs_raise():
