@@ -58,7 +58,7 @@ bench: setup
 	$(PY) benchmarks/run.py
 
 docs: setup
-	$(PY) tools/gen_ops_table.py > docs/supported_ops.md
+	TORCH_TPU_QUIET=1 $(PY) tools/gen_ops_table.py > docs/supported_ops.md
 
 clean:
 	rm -rf build build-cpp $(VENV) torch_tpu/_C*.so *.egg-info

@@ -22,6 +22,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_register_kernels", &register_lowered_ops);
   m.def("_lowering_rules", &tpu::lowering::registered_ops);
+  m.def("_rule_for", [](const std::string& op) {  // "add_.Tensor" -> "add.Tensor"
+    size_t dot = op.find('.');
+    return rule_for(c10::OperatorName("aten::" + op.substr(0, dot),
+                                      dot == std::string::npos ? "" : op.substr(dot + 1)));
+  });
   m.def("_is_configured", &runtime_configured);
   m.def("_is_initialized", &runtime_initialized);
   m.def("_init", []() { runtime(); });
