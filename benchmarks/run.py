@@ -68,10 +68,11 @@ def main():
     rows.append(("first-compile latency per op, ms", 1000 * sum(first) / len(first), float("nan")))
 
     print(f"platform: {torch_tpu._C._runtime_description()}")
-    print(f"{'benchmark':<40}{'tpu':>12}{'cpu eager':>12}{'tpu/cpu':>10}")
+    print(f"{'benchmark':<40}{'tpu':>12}{'cpu eager':>12}{'tpu/cpu':>10}  better")
     for name, tpu, cpu in rows:
         ratio = tpu / cpu if cpu == cpu else float("nan")
-        print(f"{name:<40}{tpu:>12.2f}{cpu:>12.2f}{ratio:>10.2f}")
+        better = "lower" if name.endswith(("us", "ms")) else "higher"
+        print(f"{name:<40}{tpu:>12.2f}{cpu:>12.2f}{ratio:>10.2f}  {better}")
 
 
 if __name__ == "__main__":
