@@ -361,10 +361,8 @@ Value scatter(Builder& b, Value operand, Value indices, Value updates, const Sca
   attrs += ", indices_are_sorted = false, unique_indices = false";
   Type s(operand.dtype(), {});
   std::string body = b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
-    if (combine == "add") {
-      return std::vector<Value>{r.emit1(reduction_op("add", s.dtype), {a[0], a[1]}, s)};
-    }
-    return std::vector<Value>{a[1]};
+    if (combine.empty()) return std::vector<Value>{a[1]};
+    return std::vector<Value>{r.emit1(reduction_op(combine, s.dtype), {a[0], a[1]}, s)};
   });
   return b.emit1("stablehlo.scatter", {operand, indices, updates}, operand.type, attrs, {body});
 }

@@ -72,7 +72,7 @@ struct ScatterDims {
   std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
   int64_t index_vector_dim = 0;
 };
-// combine: "" (replace), "add".
+// combine: "" (replace), "add", "mul", "max", "min".
 Value scatter(Builder& b, Value operand, Value indices, Value updates, const ScatterDims& dims,
               const std::string& combine);
 

@@ -46,44 +46,6 @@ Value wrap_index(Builder& b, Value idx, int64_t size) {
   return select(b, compare(b, idx, zero, "LT"), add(b, idx, n), idx);
 }
 
-std::string combine_op(const std::string& kind, DType t) {
-  if (kind == "add") return t == DType::Pred ? "stablehlo.or" : "stablehlo.add";
-  if (kind == "mul") return t == DType::Pred ? "stablehlo.and" : "stablehlo.multiply";
-  if (kind == "max") return t == DType::Pred ? "stablehlo.or" : "stablehlo.maximum";
-  if (kind == "min") return t == DType::Pred ? "stablehlo.and" : "stablehlo.minimum";
-  return "";
-}
-
-std::string int_list(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-// stablehlo.scatter with combiner "" (replace), "add", "mul", "max", "min".
-Value scatter_op(Builder& b, Value operand, Value indices, Value updates, const ScatterDims& d,
-                 const std::string& kind) {
-  if (kind.empty() || kind == "add") return scatter(b, operand, indices, updates, d, kind);
-  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<";
-  std::string sep;
-  auto field = [&](const char* name, const std::vector<int64_t>& v) {
-    if (v.empty()) return;
-    attrs += sep + name + " = " + int_list(v);
-    sep = ", ";
-  };
-  field("update_window_dims", d.update_window_dims);
-  field("inserted_window_dims", d.inserted_window_dims);
-  field("scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims);
-  attrs += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
-  attrs += ", indices_are_sorted = false, unique_indices = false";
-  Type s(operand.dtype(), {});
-  std::string op = combine_op(kind, s.dtype);
-  std::string body = b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
-    return std::vector<Value>{r.emit1(op, {a[0], a[1]}, s)};
-  });
-  return b.emit1("stablehlo.scatter", {operand, indices, updates}, operand.type, attrs, {body});
-}
-
 // ----- index_select / gather / scatter along one dim -------------------------------------------
 
 std::vector<Value> index_select(Context& c) {
@@ -187,7 +149,7 @@ Value scatter_dim(Context& c, Value updates, const std::string& kind, Value base
   d.inserted_window_dims = all;
   d.scatter_dims_to_operand_dims = all;
   d.index_vector_dim = rank;
-  return reshape(c.b, scatter_op(c.b, base, coords, updates, d, kind), c.out().shape);
+  return reshape(c.b, scatter(c.b, base, coords, updates, d, kind), c.out().shape);
 }
 
 std::string reduce_kind(const std::string& r) {
@@ -406,7 +368,7 @@ std::vector<Value> index_put(Context& c) {
   }
   for (size_t i = 0; i < a.rest.size(); ++i) d.update_window_dims.push_back(nb + static_cast<int64_t>(i));
   d.index_vector_dim = nb;
-  Value r = scatter_op(b, xt, stacked(b, a), upd, d, accumulate ? "add" : "");
+  Value r = scatter(b, xt, stacked(b, a), upd, d, accumulate ? "add" : "");
   return {transpose(b, r, inverse(a.perm))};
 }
 

@@ -1,5 +1,6 @@
 #include "pjrt/client.h"
 
+#include "pjrt/device_description.h"
 #include "pjrt/event.h"
 
 namespace tpu::pjrt {
@@ -57,16 +58,9 @@ Client::Client(std::shared_ptr<const Api> api, const std::vector<CreateOption>& 
     desc.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Device_GetDescription_Args, device_description);
     desc.device = info.handle;
     api_->call(abi::kDevice_GetDescription, &desc, "PJRT_Device_GetDescription");
-    abi::DeviceDescription_Id_Args id{};
-    id.struct_size = TPU_PJRT_STRUCT_SIZE(abi::DeviceDescription_Id_Args, id);
-    id.device_description = desc.device_description;
-    api_->call(abi::kDeviceDescription_Id, &id, "PJRT_DeviceDescription_Id");
-    info.id = id.id;
-    abi::DeviceDescription_Kind_Args kind{};
-    kind.struct_size = TPU_PJRT_STRUCT_SIZE(abi::DeviceDescription_Kind_Args, device_kind_size);
-    kind.device_description = desc.device_description;
-    api_->call(abi::kDeviceDescription_Kind, &kind, "PJRT_DeviceDescription_Kind");
-    info.kind.assign(kind.device_kind, kind.device_kind_size);
+    DeviceDescription described = describe_device(*api_, desc.device_description);
+    info.id = described.id;
+    info.kind = described.kind;
     abi::Device_LocalHardwareId_Args hw{};
     hw.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Device_LocalHardwareId_Args, local_hardware_id);
     hw.device = info.handle;

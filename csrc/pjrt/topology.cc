@@ -71,26 +71,7 @@ Topology::Topology(std::shared_ptr<const Api> api, const std::string& name,
     api_->call(abi::kTopologyDescription_GetDeviceDescriptions, &list,
                "PJRT_TopologyDescription_GetDeviceDescriptions");
     for (size_t i = 0; i < list.num_descriptions; ++i) {
-      TopologyDevice d;
-      d.handle = list.descriptions[i];
-      abi::DeviceDescription_Id_Args id{};
-      id.struct_size = TPU_PJRT_STRUCT_SIZE(abi::DeviceDescription_Id_Args, id);
-      id.device_description = d.handle;
-      api_->call(abi::kDeviceDescription_Id, &id, "PJRT_DeviceDescription_Id");
-      d.id = id.id;
-      abi::DeviceDescription_Kind_Args kind{};
-      kind.struct_size = TPU_PJRT_STRUCT_SIZE(abi::DeviceDescription_Kind_Args, device_kind_size);
-      kind.device_description = d.handle;
-      api_->call(abi::kDeviceDescription_Kind, &kind, "PJRT_DeviceDescription_Kind");
-      d.kind.assign(kind.device_kind, kind.device_kind_size);
-      if (api_->has(abi::kDeviceDescription_ProcessIndex)) {
-        abi::DeviceDescription_ProcessIndex_Args pi{};
-        pi.struct_size =
-            TPU_PJRT_STRUCT_SIZE(abi::DeviceDescription_ProcessIndex_Args, process_index);
-        pi.device_description = d.handle;
-        api_->call(abi::kDeviceDescription_ProcessIndex, &pi, "PJRT_DeviceDescription_ProcessIndex");
-        d.process_index = pi.process_index;
-      }
+      TopologyDevice d = describe_device(*api_, list.descriptions[i]);
       devices_.push_back(std::move(d));
     }
   } catch (...) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pjrt/api.h"
+#include "pjrt/device_description.h"
 #include "pjrt/compile_options.h"
 
 namespace tpu::pjrt {
@@ -33,12 +34,7 @@ void prepare_libtpu_offline_env();
 using TopologyOption =
     std::pair<std::string, std::variant<int64_t, std::string, bool, std::vector<int64_t>>>;
 
-struct TopologyDevice {
-  abi::DeviceDescription* handle = nullptr;  // owned by the topology
-  int id = 0;
-  int process_index = 0;
-  std::string kind;  // "TPU v6 lite"
-};
+using TopologyDevice = DeviceDescription;
 
 class Topology {
  public:

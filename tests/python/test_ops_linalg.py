@@ -16,23 +16,8 @@ def rand(*shape, dtype=torch.float32):
     return torch.randint(-5, 5, shape, dtype=dtype)
 
 
-# Ops of this family: none of them may fall back to the CPU. (Ops of other families used by
-# the tests, e.g. sum in backward passes, are lowered elsewhere.)
-MINE = {"mm", "bmm", "addmm", "baddbmm", "mv", "addmv", "addr", "dot", "vdot", "matmul", "linear",
-        "t", "transpose", "expand", "view", "_unsafe_view", "clone", "copy"}
-
-
-def base_name(op):
-    name = op.split(".")[0]
-    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
-
-
-@pytest.fixture(autouse=True)
-def no_fallbacks():
-    torch_tpu.metrics.reset()
-    yield
-    fb = {k: v for k, v in torch_tpu.metrics.counters()["fallbacks"].items() if base_name(k) in MINE}
-    assert fb == {}
+# Every test here must run without a CPU fallback (fixture in conftest.py).
+pytestmark = pytest.mark.usefixtures("no_fallbacks")
 
 
 def cmp(out, ref, dtype=torch.float32):
