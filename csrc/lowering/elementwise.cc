@@ -1,5 +1,6 @@
 // Element-wise arithmetic, math, comparison, logical and selection ops.
 #include <cmath>
+#include <numeric>
 
 #include "lowering/registry.h"
 
@@ -229,6 +230,39 @@ Value sign(Builder& b, Value x) {
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
 
+// Float predicates (isinf, isfinite...): integers and bools are always finite.
+Rule float_predicate(std::function<Value(Builder&, Value)> f, bool value_for_integers) {
+  return [f, value_for_integers](Context& c) {
+    Value x = c.tensor(0);
+    if (!is_float(x.dtype())) {
+      return std::vector<Value>{constant(c.b, value_for_integers, DType::Pred, c.out().shape)};
+    }
+    return std::vector<Value>{f(c.b, x)};
+  };
+}
+
+Value equals_constant(Builder& b, Value x, double v) { return compare(b, x, scalar_like(b, v, x), "EQ"); }
+
+// isin(elements, test_elements, assume_unique, invert): compares every pair (fine for the
+// small test sets it is used with, e.g. stop tokens in generate()).
+std::vector<Value> isin(Context& c) {
+  Builder& b = c.b;
+  DType t = c.compute_dtype;
+  Value e = convert(b, c.tensor(0), t), test = convert(b, c.tensor(1), t);
+  int64_t m = test.type.numel();
+  bool invert = c.has(3) && c.bool_arg(3);
+  std::vector<int64_t> shape = e.shape();
+  if (m == 0) return {constant(b, invert, DType::Pred, shape)};
+  std::vector<int64_t> pair_shape = shape;
+  pair_shape.push_back(m);
+  std::vector<int64_t> dims(shape.size());
+  std::iota(dims.begin(), dims.end(), 0);
+  Value lhs = broadcast_in_dim(b, e, pair_shape, dims);
+  Value rhs = broadcast_in_dim(b, reshape(b, test, {m}), pair_shape, {static_cast<int64_t>(shape.size())});
+  Value found = reduce(b, compare(b, lhs, rhs, "EQ"), {static_cast<int64_t>(shape.size())}, "or");
+  return {invert ? unary(b, "stablehlo.not", found) : found};
+}
+
 // XLA:CPU's vectorized atan (chlo.atan, and atan2(x, 1) which it simplifies to atan) returns
 // wrong values for arrays of a few hundred elements. The half-angle form avoids that path:
 // atan(x) = 2 atan2(x, 1 + sqrt(1 + x^2)); huge |x| (x^2 overflows) gives +-pi/2 directly.
@@ -329,6 +363,17 @@ const Registrar registrar({
     {"trunc", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? trunc(b, x) : x; })},
     {"round", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.round_nearest_even", x) : x; })},
     {"frac", unary_rule([](Builder& b, Value x) { return sub(b, x, trunc(b, x)); })},
+    {"isinf", float_predicate([](Builder& b, Value x) {
+       return equals_constant(b, unary(b, "stablehlo.abs", x), INFINITY);
+     }, false)},
+    {"isposinf", float_predicate([](Builder& b, Value x) { return equals_constant(b, x, INFINITY); }, false)},
+    {"isneginf", float_predicate([](Builder& b, Value x) { return equals_constant(b, x, -INFINITY); }, false)},
+    {"isfinite", float_predicate([](Builder& b, Value x) {
+       return b.emit1("stablehlo.is_finite", {x}, Type(DType::Pred, x.shape()));
+     }, true)},
+    {"isin.Tensor_Tensor", isin},
+    {"isin.Tensor_Scalar", isin},
+    {"isin.Scalar_Tensor", isin},
     {"isnan", [](Context& c) {
        Value x = c.tensor(0);
        if (!is_float(x.dtype())) return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};

@@ -164,3 +164,16 @@ def test_nan_and_inf_propagate(no_fallbacks):
     close(t * 2, a * 2)
     close(torch.maximum(t, torch.zeros(4, device="tpu")), torch.maximum(a, torch.zeros(4)))
     assert torch.equal(torch.isnan(t).cpu(), torch.isnan(a))
+
+
+def test_float_predicates_and_isin(no_fallbacks):
+    x = torch.tensor([1.0, float("inf"), -float("inf"), float("nan"), -2.0])
+    t = x.to("tpu")
+    for fn in (torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite, torch.isnan):
+        assert torch.equal(fn(t).cpu(), fn(x)), fn.__name__
+    i = torch.tensor([3, 1, 4, 1, 5, 9])
+    assert torch.equal(torch.isfinite(i.to("tpu")).cpu(), torch.isfinite(i))
+    test = torch.tensor([1, 9, 7])
+    assert torch.equal(torch.isin(i.to("tpu"), test.to("tpu")).cpu(), torch.isin(i, test))
+    assert torch.equal(torch.isin(i.to("tpu"), test.to("tpu"), invert=True).cpu(), torch.isin(i, test, invert=True))
+    assert torch.equal(torch.isin(i.to("tpu"), 4).cpu(), torch.isin(i, 4))
