@@ -14,9 +14,17 @@ std::map<int, std::shared_ptr<pjrt::Event>> g_newest;
 std::vector<std::pair<std::shared_ptr<pjrt::Buffer>, std::string>> g_checks;
 }  // namespace
 
+// A program that never reads back would accumulate flags forever: past this many, read them.
+constexpr size_t kMaxPendingChecks = 1024;
+
 void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_checks.emplace_back(std::move(failed_flag), std::move(message));
+  size_t pending;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_checks.emplace_back(std::move(failed_flag), std::move(message));
+    pending = g_checks.size();
+  }
+  if (pending > kMaxPendingChecks) raise_failed_checks();
 }
 
 void raise_failed_checks() {
