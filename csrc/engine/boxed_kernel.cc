@@ -31,7 +31,7 @@ using lowering::Arg;
 // Signature: one pass over the IValue arguments produces the cache key and the binding.
 
 enum Tag : int64_t { kNone, kTpuTensor, kCpuScalar, kList, kScalar, kInt, kDouble, kBool, kStr,
-                     kInts, kDevice, kGenerator, kDoubles, kScalarType };
+                     kInts, kDevice, kGenerator, kDoubles, kScalarType, kBools };
 
 struct TensorRef {
   int arg = 0, elem = -1;
@@ -182,6 +182,10 @@ Walk walk_arguments(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       auto list = v.toIntVector();
       w.key.insert(w.key.end(), {kInts, int64_t(list.size())});
       w.key.insert(w.key.end(), list.begin(), list.end());
+    } else if (v.isBoolList()) {
+      auto list = v.toBoolList();
+      w.key.insert(w.key.end(), {kBools, int64_t(list.size())});
+      for (bool x : list) w.key.push_back(x);
     } else if (v.isDoubleList()) {
       auto list = v.toDoubleVector();
       w.key.insert(w.key.end(), {kDoubles, int64_t(list.size())});
@@ -229,6 +233,7 @@ struct Param {
 
 struct Target {  // where a rule result goes
   bool functional = true;
+  bool undefined = false;  // an optional output the op does not produce (e.g. output_mask)
   int tensor = -1;  // index into Walk::tensors for written arguments
   std::vector<int64_t> sizes, strides;
   c10::ScalarType dtype = c10::kFloat;
@@ -411,6 +416,11 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
     std::vector<at::Tensor> outs = is_list ? meta_out.toTensorVector() : std::vector<at::Tensor>{meta_out.toTensor()};
     for (const at::Tensor& m : outs) {
       Target t;
+      if (!m.defined()) {
+        t.undefined = true;
+        plan->targets.push_back(t);
+        continue;
+      }
       t.sizes = m.sizes().vec();
       t.strides = memory_order(m.sizes(), m.strides()).empty() ? contiguous_strides(m.sizes())
                                                                  : m.strides().vec();
@@ -430,7 +440,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
 
   // Written storages and their dtypes (the last writer's dtype).
   int num_functional = 0;
-  for (const Target& t : plan->targets) num_functional += t.functional;
+  for (const Target& t : plan->targets) num_functional += t.functional && !t.undefined;
   for (const Target& t : plan->targets) {
     if (t.functional) continue;
     int s = w.tensors[t.tensor].storage;
@@ -558,6 +568,9 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
     } else if (v.isIntList()) {
       arg.kind = Arg::Kind::IntList;
       arg.ints = v.toIntVector();
+    } else if (v.isBoolList()) {
+      arg.kind = Arg::Kind::IntList;
+      for (bool x : v.toBoolList()) arg.ints.push_back(x);
     } else {
       arg.kind = Arg::Kind::None;
     }
@@ -574,6 +587,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   std::vector<hlo::Value> current(storage_values);
   for (size_t r = 0; r < results.size(); ++r) {
     const Target& t = plan->targets[r];
+    if (t.undefined) continue;
     hlo::Value value = hlo::convert(b, results[r], to_hlo(t.dtype));
     TORCH_CHECK(value.shape() == t.sizes, plan->op_name, ": lowering produced shape ",
                 c10::IntArrayRef(value.shape()), " but PyTorch expects ", c10::IntArrayRef(t.sizes));
@@ -653,16 +667,18 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
 
   std::vector<at::Tensor> produced;
   size_t out_index = 0;
-  std::shared_ptr<pjrt::Buffer> newest;
   for (const Target& t : plan.targets) {
     if (!t.functional) continue;
-    newest = std::shared_ptr<pjrt::Buffer>(std::move(outs[out_index++]));
-    produced.push_back(wrap_buffer(newest, to_hlo(t.dtype), t.sizes, t.strides, t.dtype, w.device));
+    if (t.undefined) {
+      produced.push_back(at::Tensor());
+      continue;
+    }
+    std::shared_ptr<pjrt::Buffer> buffer(std::move(outs[out_index++]));
+    produced.push_back(wrap_buffer(std::move(buffer), to_hlo(t.dtype), t.sizes, t.strides, t.dtype, w.device));
   }
   for (size_t k = 0; k < plan.written_storages.size(); ++k) {
     StorageBuffer& s = *static_cast<StorageBuffer*>(w.storages[plan.written_storages[k]]->data_ptr().get_context());
-    newest = std::shared_ptr<pjrt::Buffer>(std::move(outs[out_index++]));
-    s.buffer = newest;
+    s.buffer = std::shared_ptr<pjrt::Buffer>(std::move(outs[out_index++]));
     s.dtype = plan.written_dtypes[k];
   }
 

@@ -158,3 +158,28 @@ def test_bad_dim_raises():
     x = torch.randn(3, 4, device=DEV)
     with pytest.raises((IndexError, RuntimeError)):
         torch.softmax(x, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_backward_lowered(dtype, affine):
+    before = fallbacks()
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 8)
+    ln = torch.nn.LayerNorm(8, elementwise_affine=affine)
+    if affine:
+        with torch.no_grad():
+            ln.weight.normal_()
+            ln.bias.normal_()
+    ln_tpu = torch.nn.LayerNorm(8, elementwise_affine=affine).to(DEV)
+    ln_tpu.load_state_dict(ln.state_dict())
+    x_cpu = x.clone().to(dtype).requires_grad_()
+    x_tpu = x.clone().to(dtype).to(DEV).requires_grad_()
+    g = torch.randn(3, 5, 8).to(dtype)
+    ln.to(dtype)(x_cpu).backward(g)
+    ln_tpu.to(dtype)(x_tpu).backward(g.to(DEV))
+    close(x_tpu.grad, x_cpu.grad, dtype, atol=3e-2 if dtype == torch.bfloat16 else 1e-4, rtol=3e-2 if dtype == torch.bfloat16 else 1e-4)
+    if affine:
+        close(ln_tpu.weight.grad, ln.weight.grad, dtype, atol=1e-1 if dtype == torch.bfloat16 else 1e-4, rtol=5e-2 if dtype == torch.bfloat16 else 1e-4)
+        close(ln_tpu.bias.grad, ln.bias.grad, dtype, atol=1e-1 if dtype == torch.bfloat16 else 1e-4, rtol=5e-2 if dtype == torch.bfloat16 else 1e-4)
+    assert fallbacks() == before
