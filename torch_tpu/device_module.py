@@ -119,11 +119,11 @@ def memory_stats(device: Any = None) -> dict:
 
 
 def memory_allocated(device: Any = None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"] if _initialized else 0
+    return _C._memory_allocated(_index(device))
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"] if _initialized else 0
+    return _C._max_memory_allocated(_index(device))
 
 
 def memory_reserved(device: Any = None) -> int:
@@ -135,8 +135,7 @@ def max_memory_reserved(device: Any = None) -> int:
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    if _initialized:
-        _C._reset_peak_memory(_index(device))
+    _C._reset_peak_memory(_index(device))
 
 
 def reset_max_memory_allocated(device: Any = None) -> None:

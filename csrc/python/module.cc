@@ -58,6 +58,9 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_reset_peak_memory", &reset_peak_memory);
+  // Byte counters of live storages; they need no plugin (allocation does not start one).
+  m.def("_memory_allocated", [](int device) { return memory_counters(device).allocated; });
+  m.def("_max_memory_allocated", [](int device) { return memory_counters(device).peak; });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(device))));
