@@ -31,8 +31,10 @@ $(STAMP): $(VENV)/bin/python requirements-dev.txt
 build: $(STAMP)
 	TORCH_TPU_BUILD_JOBS=$(JOBS) $(PIP) install -q --no-build-isolation --no-deps -e .
 
+# With libtpu installed, every program is also compiled for a v6e chip (docs/tpu_aot.md).
 demo: setup
-	$(PY) examples/quickstart.py
+	TORCH_TPU_AOT_CHECK=$$($(PY) -c "import importlib.util as u; print('v6e:1x1' if u.find_spec('libtpu') else '')") \
+	  $(PY) examples/quickstart.py
 
 test: setup test-cpp test-python test-oldest-plugin
 

@@ -27,6 +27,12 @@ _plugin = _discovery.find_plugin()
 if _plugin is not None:
     _C._configure(_plugin.path, _plugin.kind, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "1")))
 
+# AOT check (docs/tpu_aot.md): also compile every module with libtpu for a TPU topology.
+# Configured here, loaded on first compile; pointless (and a second libtpu) on a TPU VM.
+if os.environ.get("TORCH_TPU_AOT_CHECK") and (_plugin is None or _plugin.kind != "tpu"):
+    _C._aot_configure(os.environ["TORCH_TPU_AOT_CHECK"], _discovery.libtpu_path() or "",
+                      os.environ.get("TORCH_TPU_AOT_CACHE_DIR", ""))
+
 torch.utils.rename_privateuse1_backend("tpu")
 from . import device_module as _device_module  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Counters of the eager engine: ops run, compiles, cache hits, CPU fallbacks."""
+"""Counters of the eager engine: ops run, compiles, cache hits, CPU fallbacks, and (with
+TORCH_TPU_AOT_CHECK) libtpu's verdicts and estimated TPU time for the ops run."""
 from __future__ import annotations
 
 from . import _C
@@ -8,6 +9,7 @@ def counters() -> dict:
     stats = dict(_C._cache_stats())
     stats["fallbacks"] = dict(_C._fallback_counts())
     stats["ops"] = dict(_C._op_counts())
+    stats["aot"] = dict(_C._aot_check_stats())
     return stats
 
 
@@ -34,9 +36,39 @@ def report() -> str:
     ]
     for op, n in sorted(s["fallbacks"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {op:<40} {n}")
+    lines += aot_lines(s["aot"])
     top = sorted(s["ops"].items(), key=lambda kv: -kv[1])[:15]
     if top:
         lines.append("  most run ops")
         for op, n in top:
             lines.append(f"    {op:<40} {n}")
     return "\n".join(lines)
+
+
+def aot_lines(a: dict) -> list:
+    """The AOT check section of report(); empty when TORCH_TPU_AOT_CHECK is off."""
+    if not a["topology"]:
+        return []
+    chip = a["topology"].split(":")[0]
+    if a["error"]:
+        return [f"  AOT check              unavailable: {a['error']}"]
+    lines = [
+        f"  AOT check {a['topology']:<12} libtpu accepted {a['accepted']}, rejected "
+        f"{a['rejected']} modules ({a['compile_seconds']:.2f} s compiling)",
+    ]
+    for label, message in sorted(a["rejections"].items()):
+        lines.append(f"    rejected {label:<31} {message[:160]}")
+    if a["ops_run"]:
+        peak = ""
+        if a["peak_flops"] > 0:
+            peak = (f"; roofline bound {a['roofline_seconds'] * 1e3:.4f} ms at "
+                    f"{a['peak_flops'] / 1e12:.0f} TFLOP/s bf16 and "
+                    f"{a['peak_bytes_per_second'] / 1e9:.0f} GB/s")
+        lines.append(
+            f"  estimated {chip} time for the ops run: {a['estimated_seconds'] * 1e3:.4f} ms "
+            f"(flops {a['flops']:.3g}, bytes {a['bytes']:.3g}{peak})")
+        missing = a["ops_run"] - a["ops_estimated"]
+        if missing:
+            lines.append(f"    {missing} of {a['ops_run']} ops have no libtpu estimate "
+                         "(rejected, or optimal_seconds < 0)")
+    return lines

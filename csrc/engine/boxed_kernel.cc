@@ -242,6 +242,7 @@ struct Target {  // where a rule result goes
 struct Plan {
   std::string op_name;
   std::shared_ptr<pjrt::Executable> exe;
+  std::shared_ptr<const AotResult> aot;  // libtpu's verdict on the module (AOT check only)
   std::vector<Param> params;
   std::vector<Target> targets;           // one per flattened return (or written arg)
   std::vector<int> written_storages;     // module results after the functional ones
@@ -617,7 +618,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   pjrt::CompileOptions options;
   options.device_assignment = {runtime().client().devices().at(w.device).id};
   try {
-    plan->exe = get_or_compile(text, options);
+    plan->exe = get_or_compile(text, options, plan->op_name, &plan->aot);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, plan->op_name, ": the PJRT plugin rejected the lowered module: ", e.what(),
                 "\n--- module ---\n", text);
@@ -660,6 +661,7 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
   if (launch_blocking()) done->await(plan.op_name.c_str());
   plan.runs++;
   metrics().ops_run++;
+  if (plan.aot) aot_count_run(*plan.aot);
 
   size_t first = stack->size() - num_args;
   std::vector<c10::IValue> inputs(stack->begin() + first, stack->end());
@@ -815,6 +817,11 @@ std::vector<std::pair<std::string, int64_t>> plan_run_counts() {
 size_t plan_cache_size() {
   std::lock_guard<std::mutex> lock(g_plans_mu);
   return g_plans.size();
+}
+
+void clear_plan_cache() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  g_plans.clear();
 }
 
 }  // namespace tpu::engine

@@ -61,7 +61,23 @@ bool read_entry(const std::string& file, const std::string& key, std::string* by
   return !bytes->empty();
 }
 
-void write_entry(const std::string& file, const std::string& key, const std::string& bytes) {
+std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& module_text,
+                                                        const pjrt::CompileOptions& options);
+
+}  // namespace
+
+std::string cache_key(const std::string& fingerprint, const pjrt::CompileOptions& options,
+                      const std::string& module_text) {
+  return fingerprint + "\n" + options.encode() + "\n" + module_text;
+}
+
+std::string cache_file(const std::string& dir, const std::string& key) {
+  return dir + "/executables/" + hex_hash(key) + ".bin";
+}
+
+bool write_cache_entry(const std::string& dir, const std::string& key, const std::string& bytes) {
+  make_dirs(dir + "/executables");
+  std::string file = cache_file(dir, key);
   std::string tmp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary);
@@ -69,12 +85,14 @@ void write_entry(const std::string& file, const std::string& key, const std::str
     out.write(reinterpret_cast<const char*>(&key_size), sizeof(key_size));
     out.write(key.data(), static_cast<std::streamsize>(key.size()));
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) return;
+    if (!out) {
+      std::remove(tmp.c_str());
+      return false;
+    }
   }
-  std::rename(tmp.c_str(), file.c_str());  // atomic: readers never see a partial file
+  // Atomic: readers never see a partial file.
+  return std::rename(tmp.c_str(), file.c_str()) == 0;
 }
-
-}  // namespace
 
 std::string cache_directory() {
   static const std::string dir = [] {
@@ -89,9 +107,23 @@ std::string cache_directory() {
 }
 
 std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
-                                                 const pjrt::CompileOptions& options) {
+                                                 const pjrt::CompileOptions& options,
+                                                 const std::string& label,
+                                                 std::shared_ptr<const AotResult>* aot) {
+  std::shared_ptr<pjrt::Executable> exe = plugin_get_or_compile(module_text, options);
+  if (aot_check_enabled()) {
+    std::shared_ptr<const AotResult> result = aot_check(module_text, options, label);
+    if (aot != nullptr) *aot = std::move(result);
+  }
+  return exe;
+}
+
+namespace {
+
+std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& module_text,
+                                                        const pjrt::CompileOptions& options) {
   Runtime& rt = runtime();
-  std::string key = rt.plugin_fingerprint() + "\n" + options.encode() + "\n" + module_text;
+  std::string key = cache_key(rt.plugin_fingerprint(), options, module_text);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_memory.find(key);
@@ -102,7 +134,7 @@ std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
   }
   std::shared_ptr<pjrt::Executable> exe;
   std::string dir = cache_directory();
-  std::string file = dir.empty() ? "" : dir + "/executables/" + hex_hash(key) + ".bin";
+  std::string file = dir.empty() ? "" : cache_file(dir, key);
   std::string bytes;
   if (!file.empty() && read_entry(file, key, &bytes)) {
     try {
@@ -121,17 +153,17 @@ std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
     metrics().compile_time_us += us;
     if (!file.empty()) {
       try {
-        make_dirs(dir + "/executables");
-        write_entry(file, key, exe->serialize());
-        metrics().disk_cache_writes++;
-      } catch (const std::exception&) {
         // A read-only or full cache directory only costs recompiles.
+        if (write_cache_entry(dir, key, exe->serialize())) metrics().disk_cache_writes++;
+      } catch (const std::exception&) {
       }
     }
   }
   std::lock_guard<std::mutex> lock(g_mu);
   return g_memory.emplace(key, exe).first->second;
 }
+
+}  // namespace
 
 void clear_memory_cache() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -8,13 +8,28 @@
 #include <memory>
 #include <string>
 
+#include "engine/aot_check.h"
 #include "pjrt/client.h"
 
 namespace tpu::engine {
 
+// `label` (the op name) names the module in the AOT check report. When the AOT check is on
+// (engine/aot_check.h), every call also compiles the module for the TPU topology, once per
+// distinct module, and `aot` (if given) receives that result.
 std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
-                                                 const pjrt::CompileOptions& options);
+                                                 const pjrt::CompileOptions& options,
+                                                 const std::string& label = "",
+                                                 std::shared_ptr<const AotResult>* aot = nullptr);
 std::string cache_directory();  // empty when the disk cache is disabled
+
+// The disk-cache key scheme, shared by the engine and the AOT cache writer:
+// key = fingerprint + "\n" + encoded compile options + "\n" + module text; the file is
+// <dir>/executables/<128-bit hash of key>.bin holding [u64 key size][key][executable bytes].
+std::string cache_key(const std::string& fingerprint, const pjrt::CompileOptions& options,
+                      const std::string& module_text);
+std::string cache_file(const std::string& dir, const std::string& key);
+// Atomic write (temporary file + rename); throws nothing, returns false on failure.
+bool write_cache_entry(const std::string& dir, const std::string& key, const std::string& bytes);
 void clear_memory_cache();
 
 }  // namespace tpu::engine

@@ -39,6 +39,8 @@ void reset_metrics() {
   m.ops_run = 0; m.compiles = 0; m.compile_time_us = 0; m.memory_cache_hits = 0;
   m.disk_cache_hits = 0; m.disk_cache_writes = 0; m.host_to_device_bytes = 0;
   m.device_to_host_bytes = 0;
+  m.aot_ops_run = 0; m.aot_ops_estimated = 0; m.aot_estimated_ps = 0; m.aot_roofline_ps = 0;
+  m.aot_flops = 0; m.aot_bytes = 0;
   std::lock_guard<std::mutex> lock(g_mu);
   g_fallbacks.clear();
   g_ops.clear();

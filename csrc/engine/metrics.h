@@ -17,6 +17,13 @@ struct Metrics {
   std::atomic<int64_t> disk_cache_writes{0};
   std::atomic<int64_t> host_to_device_bytes{0};
   std::atomic<int64_t> device_to_host_bytes{0};
+  // AOT check (engine/aot_check.h): executed ops and libtpu's estimates of their modules.
+  std::atomic<int64_t> aot_ops_run{0};
+  std::atomic<int64_t> aot_ops_estimated{0};  // ops whose module has libtpu's optimal_seconds
+  std::atomic<int64_t> aot_estimated_ps{0};    // sum of optimal_seconds, in picoseconds
+  std::atomic<int64_t> aot_roofline_ps{0};     // sum of roofline bounds of those ops, picoseconds
+  std::atomic<int64_t> aot_flops{0};
+  std::atomic<int64_t> aot_bytes{0};
 };
 
 Metrics& metrics();

@@ -20,11 +20,15 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
     options.push_back({"cpu_device_count", static_cast<int64_t>(config.cpu_device_count)});
   }
   client_ = std::make_unique<pjrt::Client>(api, options);
+  fingerprint_ = engine::plugin_fingerprint(client_->platform_name(), client_->platform_version(), *api);
+}
+
+std::string plugin_fingerprint(const std::string& platform_name,
+                               const std::string& platform_version, const pjrt::Api& api) {
   struct stat st {};
-  ::stat(config.plugin_path.c_str(), &st);
-  fingerprint_ = client_->platform_name() + "|" + client_->platform_version() + "|pjrt" +
-                 api->version_string() + "|" + api->attributes_string() + "|" +
-                 std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime);
+  ::stat(api.path().c_str(), &st);
+  return platform_name + "|" + platform_version + "|pjrt" + api.version_string() + "|" +
+         api.attributes_string() + "|" + std::to_string(st.st_size);
 }
 
 std::string Runtime::description() const {

@@ -32,6 +32,14 @@ class Runtime {
   std::string fingerprint_;
 };
 
+// Identity of a plugin build, the first part of every disk-cache key:
+// "platform|version|pjrt<api version>|<plugin attributes>|<size of the plugin file>".
+// Computable without a client, so libtpu AOT on a CPU host (engine/aot_check.cc) produces the
+// key a TPU VM with the same libtpu wheel looks up. The file's mtime is deliberately not part
+// of it: pip does not preserve it, so it differs on every install.
+std::string plugin_fingerprint(const std::string& platform_name,
+                               const std::string& platform_version, const pjrt::Api& api);
+
 // Configures the runtime (called once by torch_tpu at import); does not load the plugin.
 void configure_runtime(const RuntimeConfig& config);
 bool runtime_configured();

@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "engine/allocator.h"
+#include "engine/aot_check.h"
 #include "engine/boxed_kernel.h"
 #include "engine/executable_cache.h"
 #include "engine/generator.h"
@@ -84,4 +85,73 @@ PYBIND11_MODULE(_C, m) {
   m.def("_op_counts", &plan_run_counts);
   m.def("_reset_metrics", &reset_metrics);
   m.def("_cache_dir", &cache_directory);
+  m.def("_plugin_fingerprint", []() { return py::bytes(runtime().plugin_fingerprint()); });
+  // The disk-cache file that holds `key` (bytes: fingerprint, options, module) under `dir`.
+  m.def("_cache_file", [](const std::string& dir, const py::bytes& key) {
+    return cache_file(dir, std::string(key));
+  });
+  m.def("_clear_executable_caches", []() {
+    clear_plan_cache();
+    clear_memory_cache();
+  });
+  m.def("_aot_configure", [](const std::string& topology, const std::string& libtpu_path,
+                             const std::string& cache_dir) {
+    aot_configure({topology, libtpu_path, cache_dir});
+  });
+  m.def("_aot_check_stats", []() {
+    AotStats st = aot_stats();
+    Metrics& mt = metrics();
+    py::dict d;
+    d["topology"] = st.topology;
+    d["error"] = st.error;
+    d["fingerprint"] = py::bytes(st.fingerprint);
+    d["cache_dir"] = st.cache_dir;
+    d["peak_flops"] = st.chip.peak_flops;
+    d["peak_bytes_per_second"] = st.chip.peak_bytes_per_second;
+    int64_t accepted = 0, rejected = 0, cached = 0;
+    double compile_s = 0, est_s = 0, flops = 0, bytes = 0;
+    py::dict rejections;
+    py::list modules;
+    for (const auto& r : st.modules) {
+      r->accepted ? ++accepted : ++rejected;
+      cached += r->cached;
+      compile_s += r->compile_seconds;
+      if (r->accepted) {
+        est_s += std::max(r->optimal_seconds, 0.0);  // negative: libtpu has no estimate
+        flops += std::max(r->flops, 0.0);
+        bytes += std::max(r->bytes_accessed, 0.0);
+      } else if (!rejections.contains(r->label)) {
+        rejections[py::str(r->label)] = r->message;
+      }
+      py::dict m;
+      m["label"] = r->label;
+      m["accepted"] = r->accepted;
+      m["message"] = r->message;
+      m["compile_seconds"] = r->compile_seconds;
+      m["flops"] = r->flops;
+      m["bytes_accessed"] = r->bytes_accessed;
+      m["optimal_seconds"] = r->optimal_seconds;
+      m["roofline_seconds"] = r->roofline_seconds;
+      m["cached"] = r->cached;
+      modules.append(m);
+    }
+    d["accepted"] = accepted;
+    d["rejected"] = rejected;
+    d["rejections"] = rejections;
+    d["cache_writes"] = cached;
+    d["compile_seconds"] = compile_s;
+    d["modules"] = modules;
+    // Per distinct module (each counted once).
+    d["module_estimated_seconds"] = est_s;
+    d["module_flops"] = flops;
+    d["module_bytes"] = bytes;
+    // Per executed op (reset by torch_tpu.metrics.reset()).
+    d["ops_run"] = mt.aot_ops_run.load();
+    d["ops_estimated"] = mt.aot_ops_estimated.load();
+    d["estimated_seconds"] = mt.aot_estimated_ps.load() / 1e12;
+    d["roofline_seconds"] = mt.aot_roofline_ps.load() / 1e12;
+    d["flops"] = mt.aot_flops.load();
+    d["bytes"] = mt.aot_bytes.load();
+    return d;
+  });
 }

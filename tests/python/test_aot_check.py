@@ -1,0 +1,126 @@
+"""AOT check: the workload's programs, compiled by the real TPU compiler (libtpu) for v6e:1x1.
+
+One subprocess runs tests/python/aot_workload.py under `python -m torch_tpu.aot`, which turns
+the AOT check on and writes libtpu's executables to a cache directory. The tests read its
+report and the cache files. Skipped when libtpu is not installed.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from torch_tpu import _C, _discovery
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = Path(__file__).with_name("aot_workload.py")
+TOPOLOGY = "v6e:1x1"
+
+pytestmark = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu not installed")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("aot")
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp / "cpu"), TORCH_TPU_QUIET="1")
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_tpu.aot", "--topology", TOPOLOGY, "--out", str(tmp / "tpu"),
+         str(WORKLOAD)], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("AOT_STATS "))
+    stats = json.loads(line[len("AOT_STATS "):])
+    return stats, tmp / "cpu", tmp / "tpu"
+
+
+def test_every_module_compiles_for_v6e_or_is_documented(run):
+    stats, _, _ = run
+    print(f"\nAOT check {stats['topology']}: libtpu accepted {stats['accepted']}, rejected "
+          f"{stats['rejected']} modules ({stats['compile_seconds']:.1f} s compiling)")
+    for label, message in sorted(stats["rejections"].items()):
+        print(f"  rejected {label}: {message}")
+    print(stats["report"])
+    assert stats["error"] == ""
+    assert stats["failed_on_cpu"] == {}
+    assert stats["accepted"] >= 100
+    # Every rejection is a known limitation, named in docs/tpu_aot.md with its reason.
+    docs = (ROOT / "docs" / "tpu_aot.md").read_text()
+    undocumented = {l: m for l, m in stats["rejections"].items() if f"`{l}`" not in docs}
+    assert not undocumented, undocumented
+
+
+def test_estimates_are_never_below_the_roofline_bound(run):
+    stats, _, _ = run
+    modelled = [m for m in stats["modules"] if m["accepted"] and m["optimal_seconds"] >= 0]
+    unmodelled = [m["label"] for m in stats["modules"] if m["accepted"] and m["optimal_seconds"] < 0]
+    print(f"\n{len(modelled)} modules with libtpu estimates, {len(unmodelled)} without "
+          f"(negative optimal_seconds): {sorted(set(unmodelled))}")
+    assert len(modelled) >= 40
+    for m in modelled:
+        assert m["roofline_seconds"] > 0, m
+        # optimal_seconds is a float32: allow its rounding (2**-23 relative), nothing more.
+        assert m["optimal_seconds"] >= m["roofline_seconds"] * (1 - 2.0 ** -22), m
+    exact = sum(abs(m["optimal_seconds"] / m["roofline_seconds"] - 1) < 1e-6 for m in modelled)
+    print(f"{exact} of {len(modelled)} estimates equal the roofline bound (single-op programs)")
+
+
+def test_estimated_time_accumulates_per_op_run_and_resets(run):
+    stats, _, _ = run
+    assert stats["ops_run"] > stats["ops_estimated"] > 0
+    assert stats["estimated_before_reset"] > 0
+    assert stats["estimated_after_reset"] == 0
+    # One more training step after reset: its plans are cached, the estimate still counts.
+    assert 0 < stats["estimated_one_step"] < stats["estimated_before_reset"]
+    assert "estimated v6e time for the ops run" in stats["report"]
+
+
+def read_entries(directory, fingerprint):
+    """{options + module: (file name, key)} of the cache entries written with `fingerprint`."""
+    entries = {}
+    for f in sorted((directory / "executables").glob("*.bin")):
+        data = f.read_bytes()
+        (size,) = struct.unpack("<Q", data[:8])
+        key = data[8:8 + size]
+        assert len(data) > 8 + size, f  # an executable follows the key
+        if key.startswith(fingerprint + b"\n"):
+            entries[key[len(fingerprint) + 1:]] = (f.name, key)
+    return entries
+
+
+def test_aot_cache_keys_are_the_keys_a_tpu_run_looks_up(run):
+    stats, cpu_dir, tpu_dir = run
+    torch.ones(1, device="tpu")  # starts this process's runtime
+    cpu = read_entries(cpu_dir, _C._plugin_fingerprint())  # the engine's own fingerprint
+    libtpu_fp = bytes.fromhex(stats["fingerprint"])
+    tpu = read_entries(tpu_dir, libtpu_fp)
+    print(f"\n{len(tpu)} libtpu executables written, {len(cpu)} CPU ones")
+    assert len(tpu) == stats["cache_writes"] == stats["accepted"]
+    # The same program (module text) and options as the engine compiled for device 0 here:
+    # the lookup on a TPU VM is cache_key(<libtpu fingerprint>, options, module), i.e. these keys.
+    assert set(tpu) <= set(cpu)
+    for name, key in tpu.values():
+        assert Path(_C._cache_file(str(tpu_dir), key)).name == name
+    # The fingerprint is what engine::plugin_fingerprint computes from libtpu's platform name,
+    # version, PJRT version, attributes and file size.
+    size = os.path.getsize(_discovery.libtpu_path())
+    assert libtpu_fp.startswith(b"tpu|TFRT TPU v6 lite")
+    assert b"|pjrt0.117|" in libtpu_fp
+    assert libtpu_fp.endswith(b"|" + str(size).encode())
+
+
+@pytest.mark.skipif(not _discovery.tpu_on_pci_bus(), reason="needs a TPU (not counted as coverage)")
+def test_aot_cache_loads_and_runs_on_a_tpu(run):
+    """On a TPU VM with the same libtpu: the workload starts warm from the AOT cache."""
+    _, _, tpu_dir = run
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tpu_dir), TORCH_TPU_QUIET="1")
+    code = ("import runpy, torch_tpu; runpy.run_path(%r, run_name='__main__'); "
+            "s = torch_tpu.metrics.counters(); print('CACHE', s['disk_hits'], s['compiles'])"
+            % str(WORKLOAD))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    hits, compiles = map(int, proc.stdout.split("CACHE ")[1].split())
+    assert hits > 0 and compiles == 0, proc.stdout[-2000:]
