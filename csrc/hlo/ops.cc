@@ -1,6 +1,7 @@
 #include "hlo/ops.h"
 
 #include <cmath>
+#include <numeric>
 #include <cstdio>
 #include <stdexcept>
 
@@ -293,6 +294,48 @@ Value reduce_window(Builder& b, Value x, const std::string& kind, const std::vec
                  {body});
 }
 
+namespace {
+
+// Dims of `v` that are neither batch nor contracting, in order.
+std::vector<int64_t> free_dims_of(const Value& v, const std::vector<int64_t>& batch,
+                                  const std::vector<int64_t>& contract) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < v.rank(); ++i) {
+    bool used = false;
+    for (int64_t d : batch) used |= d == i;
+    for (int64_t d : contract) used |= d == i;
+    if (!used) out.push_back(i);
+  }
+  return out;
+}
+
+// dot_general as broadcast-multiply-reduce over [batch, lhs free, contract, rhs free].
+Value int64_dot(Builder& b, Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
+                const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                const std::vector<int64_t>& rhs_contract, const std::vector<int64_t>& result_shape) {
+  std::vector<int64_t> lf = free_dims_of(lhs, lhs_batch, lhs_contract);
+  std::vector<int64_t> rf = free_dims_of(rhs, rhs_batch, rhs_contract);
+  std::vector<int64_t> lperm = lhs_batch, rperm = rhs_batch;
+  lperm.insert(lperm.end(), lf.begin(), lf.end());
+  lperm.insert(lperm.end(), lhs_contract.begin(), lhs_contract.end());
+  rperm.insert(rperm.end(), rhs_contract.begin(), rhs_contract.end());
+  rperm.insert(rperm.end(), rf.begin(), rf.end());
+  Value l = transpose(b, lhs, lperm), r = transpose(b, rhs, rperm);
+  size_t nb = lhs_batch.size(), nlf = lf.size(), nc = lhs_contract.size(), nrf = rf.size();
+  std::vector<int64_t> full(l.shape().begin(), l.shape().end());
+  for (size_t i = 0; i < nrf; ++i) full.push_back(r.shape()[nb + nc + i]);
+  std::vector<int64_t> ldims(nb + nlf + nc), rdims;
+  std::iota(ldims.begin(), ldims.end(), 0);
+  for (size_t i = 0; i < nb; ++i) rdims.push_back(static_cast<int64_t>(i));
+  for (size_t i = 0; i < nc + nrf; ++i) rdims.push_back(static_cast<int64_t>(nb + nlf + i));
+  Value prod = mul(b, broadcast_in_dim(b, l, full, ldims), broadcast_in_dim(b, r, full, rdims));
+  std::vector<int64_t> contract_axes;
+  for (size_t i = 0; i < nc; ++i) contract_axes.push_back(static_cast<int64_t>(nb + nlf + i));
+  return reshape(b, reduce(b, prod, contract_axes, "add"), result_shape);
+}
+
+}  // namespace
+
 Value dot_general(Builder& b, Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
                   const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
                   const std::vector<int64_t>& rhs_contract, DType result) {
@@ -309,6 +352,10 @@ Value dot_general(Builder& b, Value lhs, Value rhs, const std::vector<int64_t>& 
   };
   free_dims(lhs, lhs_batch, lhs_contract);
   free_dims(rhs, rhs_batch, rhs_contract);
+  if (lhs.dtype() == DType::S64 || lhs.dtype() == DType::U64) {
+    // TPUs have no 64-bit integer dot: multiply broadcast operands and sum the contraction.
+    return int64_dot(b, lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, shape);
+  }
   std::string dims = "dot_dimension_numbers = #stablehlo.dot<";
   std::string sep;
   auto field = [&](const char* name, const std::vector<int64_t>& v) {

@@ -63,6 +63,7 @@ def extra_ops():
         ("creation", lambda: (torch.arange(10, device="tpu"), torch.linspace(0, 1, 5, device="tpu"),
                               torch.eye(3, device="tpu"), torch.full((2, 2), 3.0, device="tpu"))),
         ("dtypes", lambda: (a.double() * 2, a.half() + 1, a.to(torch.int8) + 1, (a > 0).long().sum())),
+        ("dtypes", lambda: (i.view(5, 1) * 2) @ i.view(1, 5)),  # int64 matmul (no s64 dot on TPU)
     ]
 
 
