@@ -15,3 +15,35 @@ def no_fallbacks():
     after = torch_tpu.metrics.counters()["fallbacks"]
     new = {op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)}
     assert not new, f"ops fell back to the CPU: {new}"
+
+
+# With TORCH_TPU_AOT_CHECK=<topology> (as `make test` sets when libtpu is installed), every
+# module the suite compiles is also compiled by libtpu for that TPU topology: print the counts,
+# and fail the run for a rejection that docs/tpu_aot.md does not explain.
+def _aot_stats():
+    if not os.environ.get("TORCH_TPU_AOT_CHECK"):
+        return None
+    return torch_tpu._C._aot_check_stats()
+
+
+def _undocumented_rejections(stats):
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "tpu_aot.md").read_text()
+    return {op: msg for op, msg in stats["rejections"].items() if f"`{op}`" not in docs}
+
+
+def pytest_terminal_summary(terminalreporter):
+    stats = _aot_stats()
+    if stats is None:
+        return
+    terminalreporter.write_line(
+        f"AOT check {stats['topology']}: libtpu accepted {stats['accepted']}, "
+        f"rejected {stats['rejected']} modules of this test run")
+    for op, msg in sorted(stats["rejections"].items()):
+        terminalreporter.write_line(f"  rejected {op}: {msg}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    stats = _aot_stats()
+    if stats is not None and _undocumented_rejections(stats):
+        session.exitstatus = 1
