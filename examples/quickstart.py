@@ -27,10 +27,10 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     xs, ys = inputs.to("tpu"), targets.to("tpu")
     start = time.perf_counter()
-    estimated = None
+    at_step_10 = None
     for step in range(50):
         if step == 10:
-            estimated = torch_tpu.aot.stats()["estimated_seconds"]
+            at_step_10 = torch_tpu.aot.stats()
         loss = F.cross_entropy(model(xs), ys)
         opt.zero_grad()
         loss.backward()
@@ -41,12 +41,14 @@ def main():
     accuracy = (model(xs).argmax(1) == ys).float().mean().item()
     print(f"50 AdamW steps in {elapsed:.2f} s (first steps include compilation); accuracy {accuracy:.3f}")
     aot = torch_tpu.aot.stats()
-    if aot["topology"] and not aot["error"] and estimated is not None:
+    if aot["topology"] and not aot["error"] and at_step_10 is not None:
         chip = aot["topology"].split(":")[0]
-        per_step = (aot["estimated_seconds"] - estimated) / 40  # steps 10..49
+        per_step = {k: (aot[k] - at_step_10[k]) / 40 for k in  # steps 10..49
+                    ("estimated_seconds", "roofline_seconds", "flops", "bytes")}
         print(f"libtpu estimates one training step on {chip} ({aot['topology']}) at "
-              f"{per_step * 1e6:.1f} us (op by op, eager; {aot['accepted']} programs accepted, "
-              f"{aot['rejected']} rejected)")
+              f"{per_step['estimated_seconds'] * 1e6:.2f} us: {per_step['flops']:.3g} flops, "
+              f"{per_step['bytes']:.3g} bytes accessed; roofline bound {per_step['roofline_seconds'] * 1e6:.2f} us "
+              f"(op by op, eager; {aot['accepted']} programs accepted, {aot['rejected']} rejected)")
     print(torch_tpu.metrics.report())
 
 

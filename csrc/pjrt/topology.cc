@@ -9,6 +9,9 @@ namespace tpu::pjrt {
 void prepare_libtpu_offline_env() {
   setenv("TPU_SKIP_MDS_QUERY", "1", /*overwrite=*/0);
   setenv("ALLOW_MULTIPLE_LIBTPU_LOAD", "1", /*overwrite=*/0);
+  // Without these libtpu logs warnings about the (absent) host it would run on.
+  setenv("TPU_ACCELERATOR_TYPE", "v6e-1", /*overwrite=*/0);
+  setenv("TPU_WORKER_HOSTNAMES", "localhost", /*overwrite=*/0);
 }
 
 Topology::Topology(std::shared_ptr<const Api> api, const std::string& name,
