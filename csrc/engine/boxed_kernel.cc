@@ -339,8 +339,10 @@ std::vector<int64_t> memory_order(c10::IntArrayRef sizes, c10::IntArrayRef strid
   return order;
 }
 
-// Out= arguments (index, meta sizes) that build_plan found need resizing.
-thread_local std::vector<std::pair<int, std::vector<int64_t>>> g_pending_resizes;
+// Thrown by build_plan when out= arguments must first be resized to what the meta kernel says.
+struct OutputsNeedResize {
+  std::vector<std::pair<int, std::vector<int64_t>>> resizes;  // (argument index, sizes)
+};
 
 std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                  size_t num_args, const Walk& w, const std::string& rule_name) {
@@ -365,6 +367,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
     throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
   }
 
+  OutputsNeedResize resize;
   // Which walked tensors are written, and where each rule result goes.
   auto written_tensors_of_arg = [&](int arg) {
     std::vector<int> out;
@@ -409,7 +412,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
       if (meta_out.isTensor() && stack[first + arg].isTensor()) {
         const at::Tensor& real = stack[first + arg].toTensor();
         if (real.defined() && real.sizes() != meta_out.toTensor().sizes()) {
-          g_pending_resizes.push_back({arg, meta_out.toTensor().sizes().vec()});
+          resize.resizes.push_back({arg, meta_out.toTensor().sizes().vec()});
         }
       }
       continue;
@@ -431,12 +434,7 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
     plan->return_sizes.push_back(static_cast<int>(outs.size()));
   }
   // Out= tensors whose shape the op changes: the caller resizes them and retries.
-  if (!g_pending_resizes.empty()) throw lowering::NotLowerable("resize needed");
-  for (const Target& t : plan->targets) {
-    if (!t.functional && w.tensors[t.tensor].tensor.sizes() != c10::IntArrayRef(t.sizes)) {
-      throw lowering::NotLowerable("resize needed");
-    }
-  }
+  if (!resize.resizes.empty()) throw resize;
   DType compute = promoted_dtype(schema, w);
 
   // Written storages and their dtypes (the last writer's dtype).
@@ -711,7 +709,6 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
 }  // namespace
 
 void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  g_pending_resizes.clear();
   size_t num_args = op.schema().arguments().size();
   Walk w;
   try {
@@ -730,24 +727,21 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(w.device)));
     try {
       plan = build_plan(op, *stack, num_args, w, rule_for(op.schema().operator_name()));
-    } catch (const lowering::NotLowerable& e) {
-      if (std::string(e.what()) == "resize needed") {
-        auto resizes = std::move(g_pending_resizes);
-        g_pending_resizes.clear();
-        // Empty out= tensors (what factories such as arange pass) resize silently, as in
-        // at::native::resize_output; then the op runs again on the tpu. Others take the CPU
-        // path, which resizes them with PyTorch's own warnings.
-        size_t first = stack->size() - num_args;
-        bool all_empty = !resizes.empty();
-        for (const auto& [arg, sizes] : resizes) all_empty &= (*stack)[first + arg].toTensor().numel() == 0;
-        if (all_empty) {
-          for (const auto& [arg, sizes] : resizes) (*stack)[first + arg].toTensor().resize_(sizes);
-          boxed_kernel(op, ks, stack);
-          return;
-        }
+    } catch (const OutputsNeedResize& r) {
+      // Empty out= tensors (what factories such as arange pass) resize silently, as in
+      // at::native::resize_output; then the op runs again on the tpu. Others take the CPU
+      // path, which resizes them with PyTorch's own warning.
+      size_t first = stack->size() - num_args;
+      bool all_empty = true;
+      for (const auto& [arg, sizes] : r.resizes) all_empty &= (*stack)[first + arg].toTensor().numel() == 0;
+      if (!all_empty) {
         cpu_fallback(op, stack);
         return;
       }
+      for (const auto& [arg, sizes] : r.resizes) (*stack)[first + arg].toTensor().resize_(sizes);
+      boxed_kernel(op, ks, stack);
+      return;
+    } catch (const lowering::NotLowerable&) {
       cpu_fallback(op, stack);
       return;
     } catch (const std::out_of_range& e) {
