@@ -15,7 +15,7 @@ std::string g_init_error;
 
 Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
   auto api = pjrt::Api::load(config.plugin_path);
-  std::vector<pjrt::CreateOption> options;
+  std::vector<pjrt::NamedOption> options;
   if (config.plugin_kind == "cpu") {
     options.push_back({"cpu_device_count", static_cast<int64_t>(config.cpu_device_count)});
   }

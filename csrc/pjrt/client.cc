@@ -5,29 +5,9 @@
 
 namespace tpu::pjrt {
 
-Client::Client(std::shared_ptr<const Api> api, const std::vector<CreateOption>& options)
+Client::Client(std::shared_ptr<const Api> api, const std::vector<NamedOption>& options)
     : api_(std::move(api)) {
-  std::vector<abi::NamedValue> values(options.size());
-  for (size_t i = 0; i < options.size(); ++i) {
-    abi::NamedValue& v = values[i];
-    v.struct_size = TPU_PJRT_STRUCT_SIZE(abi::NamedValue, value_size);
-    v.name = options[i].first.c_str();
-    v.name_size = options[i].first.size();
-    const auto& value = options[i].second;
-    if (auto* n = std::get_if<int64_t>(&value)) {
-      v.type = abi::kInt64;
-      v.int64_value = *n;
-      v.value_size = 1;
-    } else if (auto* s = std::get_if<std::string>(&value)) {
-      v.type = abi::kString;
-      v.string_value = s->c_str();
-      v.value_size = s->size();
-    } else {
-      v.type = abi::kBool;
-      v.bool_value = std::get<bool>(value);
-      v.value_size = 1;
-    }
-  }
+  std::vector<abi::NamedValue> values = to_named_values(options);
   abi::Client_Create_Args create{};
   create.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Client_Create_Args, kv_try_get_user_arg);
   create.create_options = values.data();

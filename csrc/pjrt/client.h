@@ -11,6 +11,7 @@
 #include "pjrt/buffer.h"
 #include "pjrt/compile_options.h"
 #include "pjrt/executable.h"
+#include "pjrt/named_value.h"
 
 namespace tpu::pjrt {
 
@@ -28,11 +29,10 @@ struct MemoryStats {
   int64_t bytes_limit = 0;
 };
 
-using CreateOption = std::pair<std::string, std::variant<int64_t, std::string, bool>>;
 
 class Client {
  public:
-  Client(std::shared_ptr<const Api> api, const std::vector<CreateOption>& options);
+  Client(std::shared_ptr<const Api> api, const std::vector<NamedOption>& options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

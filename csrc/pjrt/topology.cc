@@ -15,29 +15,9 @@ void prepare_libtpu_offline_env() {
 }
 
 Topology::Topology(std::shared_ptr<const Api> api, const std::string& name,
-                   const std::vector<TopologyOption>& options)
+                   const std::vector<NamedOption>& options)
     : api_(std::move(api)), name_(name) {
-  std::vector<abi::NamedValue> values(options.size());
-  for (size_t i = 0; i < options.size(); ++i) {
-    abi::NamedValue& v = values[i];
-    v.struct_size = TPU_PJRT_STRUCT_SIZE(abi::NamedValue, value_size);
-    v.name = options[i].first.c_str();
-    v.name_size = options[i].first.size();
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, int64_t>) {
-            v.type = abi::kInt64; v.int64_value = x; v.value_size = 1;
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            v.type = abi::kString; v.string_value = x.c_str(); v.value_size = x.size();
-          } else if constexpr (std::is_same_v<T, bool>) {
-            v.type = abi::kBool; v.bool_value = x; v.value_size = 1;
-          } else {
-            v.type = abi::kInt64List; v.int64_array_value = x.data(); v.value_size = x.size();
-          }
-        },
-        options[i].second);
-  }
+  std::vector<abi::NamedValue> values = to_named_values(options);
   abi::TopologyDescription_Create_Args create{};
   create.struct_size = TPU_PJRT_STRUCT_SIZE(abi::TopologyDescription_Create_Args, topology);
   create.topology_name = name_.c_str();

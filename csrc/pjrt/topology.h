@@ -17,6 +17,7 @@
 
 #include "pjrt/api.h"
 #include "pjrt/device_description.h"
+#include "pjrt/named_value.h"
 #include "pjrt/compile_options.h"
 
 namespace tpu::pjrt {
@@ -30,9 +31,6 @@ namespace tpu::pjrt {
 // Do not call it on a TPU host that will also run programs: the lockfile guards the chips.
 void prepare_libtpu_offline_env();
 
-// A PJRT_NamedValue create option; vector<int64_t> is an Int64List (chips_per_host_bounds).
-using TopologyOption =
-    std::pair<std::string, std::variant<int64_t, std::string, bool, std::vector<int64_t>>>;
 
 using TopologyDevice = DeviceDescription;
 
@@ -41,7 +39,7 @@ class Topology {
   // PJRT_TopologyDescription_Create, e.g. "v6e:2x2" with {"chips_per_host_bounds", {2, 2, 1}}.
   // Throws PjrtError with the plugin's message when the name or an option is refused.
   Topology(std::shared_ptr<const Api> api, const std::string& name,
-           const std::vector<TopologyOption>& options = {});
+           const std::vector<NamedOption>& options = {});
   ~Topology();
   Topology(const Topology&) = delete;
   Topology& operator=(const Topology&) = delete;
