@@ -4,28 +4,7 @@ import torch.nn.functional as F
 
 import torch_tpu
 
-DEV = "tpu"
-
-
-def fallbacks():
-    return dict(torch_tpu.metrics.counters()["fallbacks"])
-
-
-def close(a, b, dtype=None, **kw):
-    if isinstance(a, (tuple, list)):
-        for x, y in zip(a, b):
-            close(x, y, dtype, **kw)
-        return
-    if dtype in (torch.bfloat16, torch.float16):
-        kw.setdefault("atol", 2e-2)
-        kw.setdefault("rtol", 2e-2)
-    torch.testing.assert_close(a.cpu(), b, equal_nan=True, **kw)
-
-
-def check(f, *xs, dtype=None, **kw):
-    before = fallbacks()
-    close(f(*[x.to(DEV) for x in xs]), f(*xs), dtype, **kw)
-    assert fallbacks() == before, fallbacks()
+from helpers import DEV, check, close, fallbacks  # noqa: F401
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -7,15 +7,8 @@ DEV = "tpu"
 N = 10000
 
 
-def fallbacks():
-    return dict(torch_tpu.metrics.counters()["fallbacks"])
-
-
-@pytest.fixture(autouse=True)
-def no_fallbacks():
-    before = fallbacks()
-    yield
-    assert fallbacks() == before, fallbacks()
+# Every test here must run without a CPU fallback (fixture in conftest.py).
+pytestmark = pytest.mark.usefixtures("no_fallbacks")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])

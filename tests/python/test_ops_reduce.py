@@ -3,29 +3,7 @@ import torch
 
 import torch_tpu
 
-DEV = "tpu"
-
-
-def fallbacks():
-    return dict(torch_tpu.metrics.counters()["fallbacks"])
-
-
-def close(a, b, dtype=None, **kw):
-    if isinstance(a, (tuple, list)):
-        for x, y in zip(a, b):
-            close(x, y, dtype, **kw)
-        return
-    a = a.cpu()
-    if dtype in (torch.bfloat16, torch.float16):
-        kw.setdefault("atol", 2e-2)
-        kw.setdefault("rtol", 2e-2)
-    torch.testing.assert_close(a, b, equal_nan=True, **kw)
-
-
-def check(f, x, dtype=None, **kw):
-    before = fallbacks()
-    close(f(x.to(DEV)), f(x), dtype, **kw)
-    assert fallbacks() == before, fallbacks()
+from helpers import DEV, check, close, fallbacks  # noqa: F401
 
 
 FLOATS = [torch.float32, torch.bfloat16]
@@ -34,17 +12,17 @@ FLOATS = [torch.float32, torch.bfloat16]
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_sum_mean_prod(dtype):
     x = torch.randn(4, 5, 6).to(dtype)
-    check(lambda v: v.sum(), x, dtype)
-    check(lambda v: v.sum(1), x, dtype)
-    check(lambda v: v.sum((0, 2), keepdim=True), x, dtype)
-    check(lambda v: v.sum(dim=[]), x, dtype)
-    check(lambda v: v.sum(-1, dtype=torch.float32), x, dtype)
-    check(lambda v: v.mean(), x, dtype)
-    check(lambda v: v.mean((0, -1), keepdim=True), x, dtype)
-    check(lambda v: (v * 0.5).prod(2), x, dtype)
-    check(lambda v: (v * 0.5).prod(), x, dtype)
-    check(lambda v: v.transpose(0, 2).sum(0), x, dtype)
-    check(lambda v: v[:, 1:4, ::2].mean(1), x, dtype)
+    check(lambda v: v.sum(), x, dtype=dtype)
+    check(lambda v: v.sum(1), x, dtype=dtype)
+    check(lambda v: v.sum((0, 2), keepdim=True), x, dtype=dtype)
+    check(lambda v: v.sum(dim=[]), x, dtype=dtype)
+    check(lambda v: v.sum(-1, dtype=torch.float32), x, dtype=dtype)
+    check(lambda v: v.mean(), x, dtype=dtype)
+    check(lambda v: v.mean((0, -1), keepdim=True), x, dtype=dtype)
+    check(lambda v: (v * 0.5).prod(2), x, dtype=dtype)
+    check(lambda v: (v * 0.5).prod(), x, dtype=dtype)
+    check(lambda v: v.transpose(0, 2).sum(0), x, dtype=dtype)
+    check(lambda v: v[:, 1:4, ::2].mean(1), x, dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool])
@@ -71,12 +49,12 @@ def test_sum_out():
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int32])
 def test_amax_amin_max_min(dtype):
     x = (torch.randn(4, 6) * 10).to(dtype)
-    check(lambda v: v.amax(1), x, dtype)
-    check(lambda v: v.amin((0, 1), keepdim=True), x, dtype)
-    check(lambda v: v.max(), x, dtype)
-    check(lambda v: v.min(), x, dtype)
-    check(lambda v: tuple(v.max(1)), x, dtype)
-    check(lambda v: tuple(v.min(0, keepdim=True)), x, dtype)
+    check(lambda v: v.amax(1), x, dtype=dtype)
+    check(lambda v: v.amin((0, 1), keepdim=True), x, dtype=dtype)
+    check(lambda v: v.max(), x, dtype=dtype)
+    check(lambda v: v.min(), x, dtype=dtype)
+    check(lambda v: tuple(v.max(1)), x, dtype=dtype)
+    check(lambda v: tuple(v.min(0, keepdim=True)), x, dtype=dtype)
     check(lambda v: v.argmax(), x)
     check(lambda v: v.argmin(1), x)
     check(lambda v: v.argmax(0, keepdim=True), x)
@@ -105,13 +83,13 @@ def test_max_out_variants():
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_var_std(dtype):
     x = torch.randn(5, 7).to(dtype)
-    check(lambda v: v.var(), x, dtype)
-    check(lambda v: v.var(1), x, dtype)
-    check(lambda v: v.std(0, keepdim=True), x, dtype)
-    check(lambda v: v.var(1, correction=0), x, dtype)
-    check(lambda v: v.std(unbiased=False), x, dtype)
-    check(lambda v: torch.var_mean(v, 1), x, dtype)
-    check(lambda v: torch.std_mean(v, (0, 1), correction=2), x, dtype)
+    check(lambda v: v.var(), x, dtype=dtype)
+    check(lambda v: v.var(1), x, dtype=dtype)
+    check(lambda v: v.std(0, keepdim=True), x, dtype=dtype)
+    check(lambda v: v.var(1, correction=0), x, dtype=dtype)
+    check(lambda v: v.std(unbiased=False), x, dtype=dtype)
+    check(lambda v: torch.var_mean(v, 1), x, dtype=dtype)
+    check(lambda v: torch.std_mean(v, (0, 1), correction=2), x, dtype=dtype)
 
 
 @pytest.mark.parametrize("ord", [2, 1, float("inf"), -float("inf"), 0, 3, 0.5])
@@ -124,19 +102,19 @@ def test_vector_norm(ord):
 
 def test_norm_bf16_and_dtype():
     x = torch.randn(4, 5).to(torch.bfloat16)
-    check(lambda v: v.norm(), x, torch.bfloat16)
-    check(lambda v: torch.linalg.vector_norm(v, 2, dim=0, dtype=torch.float32), x, torch.bfloat16)
+    check(lambda v: v.norm(), x, dtype=torch.bfloat16)
+    check(lambda v: torch.linalg.vector_norm(v, 2, dim=0, dtype=torch.float32), x, dtype=torch.bfloat16)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_logsumexp_cumsum(dtype):
     x = (torch.randn(3, 6) * 30).to(dtype)
-    check(lambda v: v.logsumexp(1), x, dtype)
-    check(lambda v: v.logsumexp((0, 1), keepdim=True), x, dtype)
+    check(lambda v: v.logsumexp(1), x, dtype=dtype)
+    check(lambda v: v.logsumexp((0, 1), keepdim=True), x, dtype=dtype)
     y = torch.randn(3, 6).to(dtype)
-    check(lambda v: v.cumsum(1), y, dtype, atol=5e-2, rtol=5e-2)
-    check(lambda v: v.cumsum(0, dtype=torch.float32), y, dtype)
-    check(lambda v: (v * 0.5 + 1).cumprod(1), y, dtype, atol=5e-2, rtol=5e-2)
+    check(lambda v: v.cumsum(1), y, dtype=dtype, atol=5e-2, rtol=5e-2)
+    check(lambda v: v.cumsum(0, dtype=torch.float32), y, dtype=dtype)
+    check(lambda v: (v * 0.5 + 1).cumprod(1), y, dtype=dtype, atol=5e-2, rtol=5e-2)
 
 
 def test_logsumexp_inf():

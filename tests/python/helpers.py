@@ -1,0 +1,29 @@
+"""Comparison helpers shared by the op-family tests (device result vs PyTorch CPU)."""
+import torch
+
+import torch_tpu
+
+DEV = "tpu"
+
+
+def fallbacks():
+    return dict(torch_tpu.metrics.counters()["fallbacks"])
+
+
+def close(a, b, dtype=None, **kw):
+    """assert_close of a tpu result (or tuple of them) against the CPU result; bf16/fp16 loose."""
+    if isinstance(a, (tuple, list)):
+        for x, y in zip(a, b):
+            close(x, y, dtype, **kw)
+        return
+    if dtype in (torch.bfloat16, torch.float16):
+        kw.setdefault("atol", 2e-2)
+        kw.setdefault("rtol", 2e-2)
+    torch.testing.assert_close(a.cpu(), b, equal_nan=True, **kw)
+
+
+def check(f, *xs, dtype=None, **kw):
+    """f on tpu copies of xs equals f on xs, without a CPU fallback."""
+    before = fallbacks()
+    close(f(*[x.to(DEV) for x in xs]), f(*xs), dtype, **kw)
+    assert fallbacks() == before, fallbacks()
