@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <future>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include "engine/executable_cache.h"
@@ -34,25 +37,54 @@ State& state() {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// libtpu start-up must not hang the user's program (it can wait on cloud metadata servers):
+// it runs on a helper thread and is abandoned after this many seconds.
+int init_timeout_seconds() {
+  const char* env = std::getenv("TORCH_TPU_AOT_INIT_TIMEOUT");
+  return env != nullptr ? std::max(1, std::atoi(env)) : 120;
+}
+
+struct Loaded {
+  std::shared_ptr<pjrt::Api> api;
+  std::unique_ptr<pjrt::Topology> topology;
+  std::string error;
+};
+
 // Loads libtpu and creates the topology on first use; false (with state().error) on failure.
 bool ready_locked(State& s) {
   if (s.topology) return true;
   if (!s.error.empty()) return false;
-  try {
-    if (s.config.libtpu_path.empty()) {
-      throw std::runtime_error("libtpu is not installed (pip install libtpu)");
-    }
-    if (!s.api) {
-      pjrt::prepare_libtpu_offline_env();  // before Plugin_Initialize: no metadata server here
-      s.api = pjrt::Api::load(s.config.libtpu_path);
-    }
-    s.topology = std::make_unique<pjrt::Topology>(s.api, s.config.topology);
-    s.fingerprint =
-        plugin_fingerprint(s.topology->platform_name(), s.topology->platform_version(), *s.api);
-  } catch (const std::exception& e) {
-    s.error = "TORCH_TPU_AOT_CHECK=" + s.config.topology + ": " + first_line(e.what());
+  if (s.config.libtpu_path.empty()) {
+    s.error = "TORCH_TPU_AOT_CHECK=" + s.config.topology + ": libtpu is not installed (pip install libtpu)";
     return false;
   }
+  auto loaded = std::make_shared<Loaded>();
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::string path = s.config.libtpu_path, topology = s.config.topology;
+  std::thread([loaded, done, path, topology] {
+    try {
+      pjrt::prepare_libtpu_offline_env();  // before Plugin_Initialize: no metadata server here
+      loaded->api = pjrt::Api::load(path);
+      loaded->topology = std::make_unique<pjrt::Topology>(loaded->api, topology);
+    } catch (const std::exception& e) {
+      loaded->error = e.what();
+    }
+    done->set_value();
+  }).detach();
+  int timeout = init_timeout_seconds();
+  if (finished.wait_for(std::chrono::seconds(timeout)) != std::future_status::ready) {
+    s.error = "TORCH_TPU_AOT_CHECK=" + s.config.topology + ": libtpu did not finish starting within " +
+              std::to_string(timeout) + " s (TORCH_TPU_AOT_INIT_TIMEOUT); the AOT check is off";
+    return false;
+  }
+  if (!loaded->error.empty()) {
+    s.error = "TORCH_TPU_AOT_CHECK=" + s.config.topology + ": " + first_line(loaded->error);
+    return false;
+  }
+  s.api = loaded->api;
+  s.topology = std::move(loaded->topology);
+  s.fingerprint = plugin_fingerprint(s.topology->platform_name(), s.topology->platform_version(), *s.api);
   return true;
 }
 

@@ -124,3 +124,25 @@ def test_aot_cache_loads_and_runs_on_a_tpu(run):
     assert proc.returncode == 0, proc.stderr[-4000:]
     hits, compiles = map(int, proc.stdout.split("CACHE ")[1].split())
     assert hits > 0 and compiles == 0, proc.stdout[-2000:]
+
+
+def test_libtpu_start_is_bounded(tmp_path):
+    # A libtpu that never finishes starting must not hang the program: after
+    # TORCH_TPU_AOT_INIT_TIMEOUT the check turns itself off with a clear message and ops still
+    # run on the CPU plugin. The stand-in library only blocks in GetPjrtApi.
+    source = tmp_path / "stuck.c"
+    source.write_text("#include <unistd.h>\nconst void* GetPjrtApi(void) { sleep(600); return 0; }\n")
+    library = tmp_path / "libstuck.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    code = ("import os, torch, torch_tpu\n"
+            "x = (torch.ones(3, device='tpu') * 2).cpu()\n"
+            "s = torch_tpu._C._aot_check_stats()\n"
+            "print(x.tolist(), s['accepted'], '|', s['error'], flush=True)\n"
+            "os._exit(0)\n")
+    env = dict(os.environ, TORCH_TPU_AOT_CHECK="v6e:1x1", TORCH_TPU_AOT_INIT_TIMEOUT="2",
+               TPU_LIBRARY_PATH=str(library), TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_QUIET="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith("[2.0, 2.0, 2.0] 0 |"), line
+    assert "libtpu did not finish starting within 2 s" in line
