@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "engine/dtypes.h"
@@ -255,6 +256,7 @@ struct Plan {
 };
 
 std::mutex g_plans_mu;
+std::set<std::string> g_rules_used;  // every rule that built a plan in this process
 std::unordered_map<std::vector<int64_t>, std::shared_ptr<Plan>, VecHash> g_plans;
 
 at::Tensor to_meta(const at::Tensor& t) {
@@ -751,6 +753,7 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
     std::lock_guard<std::mutex> lock(g_plans_mu);
     g_plans.emplace(w.key, plan);
+    g_rules_used.insert(rule_for(op.schema().operator_name()));
   }
   execute_plan(*plan, op, stack, num_args, w);
 }
@@ -806,6 +809,11 @@ std::vector<std::pair<std::string, int64_t>> plan_run_counts() {
   std::map<std::string, int64_t> by_op;
   for (const auto& [_, plan] : g_plans) by_op[plan->op_name] += plan->runs;
   return {by_op.begin(), by_op.end()};
+}
+
+std::vector<std::string> rules_used() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  return {g_rules_used.begin(), g_rules_used.end()};
 }
 
 size_t plan_cache_size() {

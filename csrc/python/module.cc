@@ -83,6 +83,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_fallback_counts", &fallback_counts);
   m.def("_op_counts", &plan_run_counts);
+  m.def("_rules_used", &rules_used);
   m.def("_reset_metrics", &reset_metrics);
   m.def("_cache_dir", &cache_directory);
   m.def("_plugin_fingerprint", []() { return py::bytes(runtime().plugin_fingerprint()); });

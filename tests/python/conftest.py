@@ -33,6 +33,12 @@ def _undocumented_rejections(stats):
 
 
 def pytest_terminal_summary(terminalreporter):
+    # Which lowering rules this run executed (so the AOT counts below cover them too).
+    ran = set(torch_tpu._C._rules_used())
+    rules = set(torch_tpu._C._lowering_rules())
+    unexercised = sorted(rules - ran)
+    terminalreporter.write_line(f"lowering rules executed in this run: {len(rules & ran)} of {len(rules)}"
+                                + (f" (not executed: {', '.join(unexercised)})" if 0 < len(unexercised) <= 60 else ""))
     stats = _aot_stats()
     if stats is None:
         return
