@@ -110,8 +110,38 @@ void execute_plan(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* 
 
 }  // namespace
 
+// Index tensors (`Tensor?[] indices` of index/index_put) may live on the CPU, as PyTorch
+// allows for CUDA: they are copied to the device of the indexed tensor. A CPU boolean mask
+// becomes its coordinates first (computed on the host, where the data already is).
+void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args) {
+  size_t first = stack->size() - num_args;
+  const c10::IValue& self = (*stack)[first];
+  if (!self.isTensor() || !self.toTensor().is_privateuseone()) return;
+  for (size_t a = 0; a < num_args; ++a) {
+    c10::IValue& v = (*stack)[first + a];
+    if (!v.isOptionalTensorList()) continue;
+    c10::List<std::optional<at::Tensor>> moved;
+    bool changed = false;
+    const c10::Device device = self.toTensor().device();
+    for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+      bool on_cpu = t.has_value() && t->defined() && t->device().is_cpu() && t->dim() > 0;
+      changed |= on_cpu;
+      if (!on_cpu) {
+        moved.push_back(t);
+      } else if (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte) {
+        at::Tensor coords = t->nonzero();
+        for (int64_t d = 0; d < t->dim(); ++d) moved.push_back(coords.select(1, d).to(device));
+      } else {
+        moved.push_back(t->to(device));
+      }
+    }
+    if (changed) v = moved;
+  }
+}
+
 void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   size_t num_args = op.schema().arguments().size();
+  move_cpu_indices(op, stack, num_args);
   Walk w;
   try {
     w = walk_arguments(op, *stack, num_args);

@@ -248,3 +248,17 @@ def test_bad_inputs_raise():
     with pytest.raises((IndexError, RuntimeError)):
         t[torch.tensor([0], device=DEV), torch.tensor([0], device=DEV), torch.tensor([0], device=DEV)]
     torch_tpu.metrics.reset()
+
+
+def test_cpu_index_tensors_are_moved_to_the_device():
+    # As on CUDA, indices may be CPU tensors (transformers does this): copied, not an error.
+    x = torch.arange(20.0).reshape(4, 5)
+    t = x.to(DEV)
+    idx = torch.tensor([3, 0, 2])
+    assert torch.equal(t[idx].cpu(), x[idx])
+    assert torch.equal(t[:, idx].cpu(), x[:, idx])
+    t[idx] = 0.0
+    x[idx] = 0.0
+    assert torch.equal(t.cpu(), x)
+    mask = torch.tensor([True, False, True, False])
+    assert torch.equal(t[mask].cpu(), x[mask])
