@@ -62,44 +62,25 @@ Value mv_product(Context& c, size_t a, size_t v, DType t) {
 DType product_dtype(DType t) { return t == DType::Pred ? DType::S32 : t; }
 Value finish(Builder& b, Value p, DType t) { return t == DType::Pred ? convert(b, p, t) : p; }
 
-std::vector<Value> mm(Context& c) {
-  DType t = c.out().dtype;
-  check_not_complex(t, "mm");
-  return {finish(c.b, mm_product(c, 0, 1, product_dtype(t)), t)};
+using Product = Value (*)(Context&, size_t, size_t, DType);
+
+// mm / bmm / mv: the product of arguments 0 and 1.
+Rule product_rule(Product product, const char* name) {
+  return [product, name](Context& c) {
+    DType t = c.out().dtype;
+    check_not_complex(t, name);
+    return std::vector<Value>{finish(c.b, product(c, 0, 1, product_dtype(t)), t)};
+  };
 }
 
-std::vector<Value> bmm(Context& c) {
-  DType t = c.out().dtype;
-  check_not_complex(t, "bmm");
-  return {finish(c.b, bmm_product(c, 0, 1, product_dtype(t)), t)};
-}
-
-// addmm(self, mat1, mat2, *, beta=1, alpha=1)
-std::vector<Value> addmm(Context& c) {
-  DType t = c.out().dtype;
-  check_not_complex(t, "addmm");
-  Value p = finish(c.b, mm_product(c, 1, 2, product_dtype(t)), t);
-  return {scaled_sum(c, p, 0, 3, 4)};
-}
-
-std::vector<Value> baddbmm(Context& c) {
-  DType t = c.out().dtype;
-  check_not_complex(t, "baddbmm");
-  Value p = finish(c.b, bmm_product(c, 1, 2, product_dtype(t)), t);
-  return {scaled_sum(c, p, 0, 3, 4)};
-}
-
-std::vector<Value> mv(Context& c) {
-  DType t = c.out().dtype;
-  check_not_complex(t, "mv");
-  return {finish(c.b, mv_product(c, 0, 1, product_dtype(t)), t)};
-}
-
-std::vector<Value> addmv(Context& c) {
-  DType t = c.out().dtype;
-  check_not_complex(t, "addmv");
-  Value p = finish(c.b, mv_product(c, 1, 2, product_dtype(t)), t);
-  return {scaled_sum(c, p, 0, 3, 4)};
+// addmm / baddbmm / addmv (self, a, b, *, beta=1, alpha=1): beta * self + alpha * (a @ b).
+Rule scaled_product_rule(Product product, const char* name) {
+  return [product, name](Context& c) {
+    DType t = c.out().dtype;
+    check_not_complex(t, name);
+    Value p = finish(c.b, product(c, 1, 2, product_dtype(t)), t);
+    return std::vector<Value>{scaled_sum(c, p, 0, 3, 4)};
+  };
 }
 
 // addr(self, vec1, vec2, *, beta=1, alpha=1): beta * self + alpha * outer(vec1, vec2).
@@ -133,12 +114,12 @@ std::vector<Value> dot(Context& c) {
 }
 
 const Registrar registrar({
-    {"mm", mm},
-    {"bmm", bmm},
-    {"addmm", addmm},
-    {"baddbmm", baddbmm},
-    {"mv", mv},
-    {"addmv", addmv},
+    {"mm", product_rule(mm_product, "mm")},
+    {"bmm", product_rule(bmm_product, "bmm")},
+    {"mv", product_rule(mv_product, "mv")},
+    {"addmm", scaled_product_rule(mm_product, "addmm")},
+    {"baddbmm", scaled_product_rule(bmm_product, "baddbmm")},
+    {"addmv", scaled_product_rule(mv_product, "addmv")},
     {"addr", addr},
     {"dot", dot},
     {"vdot", dot},  // real operands only (conj is the identity); complex ones fall back
