@@ -35,6 +35,8 @@ class Builder {
   // Adds a parameter of @main.
   Value arg(const Type& type, const ArgOptions& options = {});
   const std::vector<Type>& arg_types() const { return arg_types_; }
+  // Donates parameter `position`: its buffer becomes result `output` (same type required).
+  void set_alias(size_t position, int output) { arg_options_.at(position).alias_output = output; }
 
   // Emits a generic op and returns its results.
   std::vector<Value> emit(const std::string& name, const std::vector<Value>& operands,

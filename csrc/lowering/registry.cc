@@ -35,6 +35,28 @@ std::vector<std::string> registered_ops() {
   return names;
 }
 
+std::string rule_for(const std::string& base, const std::string& overload) {
+  auto full = [](const std::string& b, const std::string& o) { return o.empty() ? b : b + "." + o; };
+  std::vector<std::string> candidates{full(base, overload)};
+  bool inplace = base.size() > 1 && base.back() == '_' && base[base.size() - 2] != '_';
+  std::string functional = inplace ? base.substr(0, base.size() - 1) : base;
+  if (inplace) candidates.push_back(full(functional, overload));
+  std::string stripped = overload;
+  for (const char* token : {"_out", "out_", "out"}) {
+    size_t pos = stripped.find(token);
+    if (pos != std::string::npos) {
+      stripped.erase(pos, std::string(token).size());
+      candidates.push_back(full(functional, stripped));
+      candidates.push_back(full(functional, stripped.empty() ? "Tensor" : "Tensor_" + stripped));
+      break;
+    }
+  }
+  for (const std::string& c : candidates) {
+    if (find_rule(c) != nullptr) return c;
+  }
+  return "";
+}
+
 int64_t wrap_dim(int64_t dim, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (dim < -r || dim >= r) {

@@ -69,6 +69,9 @@ using Rule = std::function<std::vector<Value>(Context&)>;
 void register_rule(const std::string& op_name, Rule rule);
 const Rule* find_rule(const std::string& op_name);
 std::vector<std::string> registered_ops();  // sorted
+// The rule serving ATen op `name`.`overload` ("add_", "Tensor" -> "add.Tensor"; out= and
+// in-place variants map to their functional rule), or "" if none.
+std::string rule_for(const std::string& name, const std::string& overload);
 
 // Registers rules at static-initialization time: `static Registrar r({{"add.Tensor", fn}, ...});`
 struct Registrar {

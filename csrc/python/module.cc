@@ -2,15 +2,15 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
-#include "engine/allocator.h"
-#include "engine/aot_check.h"
-#include "engine/boxed_kernel.h"
-#include "engine/executable_cache.h"
-#include "engine/generator.h"
-#include "engine/guard.h"
-#include "engine/metrics.h"
-#include "engine/runtime.h"
-#include "engine/sync.h"
+#include "engine/device/allocator.h"
+#include "engine/compile/aot_check.h"
+#include "engine/eager/boxed_kernel.h"
+#include "engine/compile/executable_cache.h"
+#include "engine/device/generator.h"
+#include "engine/device/guard.h"
+#include "engine/compile/metrics.h"
+#include "engine/device/runtime.h"
+#include "engine/device/sync.h"
 #include "lowering/registry.h"
 
 namespace py = pybind11;
@@ -25,8 +25,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_lowering_rules", &tpu::lowering::registered_ops);
   m.def("_rule_for", [](const std::string& op) {  // "add_.Tensor" -> "add.Tensor"
     size_t dot = op.find('.');
-    return rule_for(c10::OperatorName("aten::" + op.substr(0, dot),
-                                      dot == std::string::npos ? "" : op.substr(dot + 1)));
+    return tpu::lowering::rule_for(op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));
   });
   m.def("_is_configured", &runtime_configured);
   m.def("_is_initialized", &runtime_initialized);
@@ -84,6 +83,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &fallback_counts);
   m.def("_op_counts", &plan_run_counts);
   m.def("_rules_used", &rules_used);
+  m.def("_recompile_reasons", &recompile_reasons);
   m.def("_reset_metrics", &reset_metrics);
   m.def("_cache_dir", &cache_directory);
   m.def("_plugin_fingerprint", []() { return py::bytes(runtime().plugin_fingerprint()); });

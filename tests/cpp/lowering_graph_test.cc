@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "lowering/registry.h"
-#include "lowering/views.h"
+#include "program/views.h"
 #include "pjrt/client.h"
 
 namespace tpu {
@@ -59,13 +59,14 @@ TEST(LoweringGraph, StridedViewReadAndWrite) {
   // Storage of 12 floats; view = transpose of the 3x4 matrix starting at offset 0.
   lowering::Builder b;
   auto flat = b.arg(hlo::Type(hlo::DType::F32, {12}));
-  lowering::ViewLayout v;
+  program::ViewAccess v;
   v.sizes = {4, 3};
   v.strides = {1, 4};
-  v.storage_numel = 12;
-  auto view = lowering::read_view(b, flat, v);
+  v.access = program::classify(program::Layout{{12}}, v.sizes, v.strides, 0);
+  ASSERT_EQ(v.access, program::Access::Window);
+  auto view = program::read_view(b, flat, v);
   auto doubled = hlo::mul(b, view, hlo::constant(b, 2, hlo::DType::F32, {4, 3}));
-  auto updated = lowering::write_view(b, flat, v, doubled);
+  auto updated = program::write_view(b, flat, v, doubled);
   auto exe = client().compile(b.module({view, updated}), pjrt::CompileOptions{});
   float data[12];
   for (int i = 0; i < 12; ++i) data[i] = static_cast<float>(i);

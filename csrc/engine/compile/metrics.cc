@@ -1,0 +1,61 @@
+#include "engine/compile/metrics.h"
+
+#include <mutex>
+
+namespace tpu::engine {
+namespace {
+std::mutex g_mu;
+std::map<std::string, int64_t> g_fallbacks;
+std::map<std::string, int64_t> g_ops;
+std::map<std::string, int64_t> g_recompiles;
+}  // namespace
+
+Metrics& metrics() {
+  static Metrics m;
+  return m;
+}
+
+void count_fallback(const std::string& op) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_fallbacks[op];
+}
+
+void count_op(const std::string& op) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_ops[op];
+}
+
+void count_recompile(const std::string& op, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_recompiles[op + ": " + reason];
+}
+
+std::map<std::string, int64_t> recompile_reasons() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_recompiles;
+}
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_fallbacks;
+}
+
+std::map<std::string, int64_t> op_counts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_ops;
+}
+
+void reset_metrics() {
+  Metrics& m = metrics();
+  m.ops_run = 0; m.compiles = 0; m.compile_time_us = 0; m.memory_cache_hits = 0;
+  m.disk_cache_hits = 0; m.disk_cache_writes = 0; m.host_to_device_bytes = 0;
+  m.device_to_host_bytes = 0;
+  m.aot_ops_run = 0; m.aot_ops_estimated = 0; m.aot_estimated_ps = 0; m.aot_roofline_ps = 0;
+  m.aot_flops = 0; m.aot_bytes = 0;
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_fallbacks.clear();
+  g_ops.clear();
+  g_recompiles.clear();
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,88 @@
+#include "engine/device/storage.h"
+
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/TensorImpl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "engine/device/allocator.h"
+#include "engine/device/dtypes.h"
+#include "engine/device/runtime.h"
+
+namespace tpu::engine {
+
+const std::shared_ptr<pjrt::Buffer>& StorageBuffer::buffer() const {
+  static const std::shared_ptr<pjrt::Buffer> none;
+  return shards.empty() ? none : shards.front();
+}
+
+void StorageBuffer::set(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
+                        std::vector<int64_t> buffer_dims) {
+  shards.clear();
+  if (buffer) shards.push_back(std::move(buffer));
+  dtype = buffer_dtype;
+  dims = std::move(buffer_dims);
+  layout_set = true;
+}
+
+StorageBuffer& storage_buffer(const c10::Storage& s) {
+  auto* ctx = static_cast<StorageBuffer*>(s.data_ptr().get_context());
+  TORCH_CHECK(ctx != nullptr, "tpu: tensor storage has no device buffer (was it created by torch-tpu?)");
+  return *ctx;
+}
+
+StorageBuffer& storage_buffer(const at::Tensor& t) { return storage_buffer(t.storage()); }
+
+program::LayoutPolicy layout_policy() {
+  static const program::LayoutPolicy policy = [] {
+    const char* env = std::getenv("TORCH_TPU_STORAGE_LAYOUT");
+    if (env == nullptr || std::strcmp(env, "") == 0 || std::strcmp(env, "shaped") == 0) {
+      return program::LayoutPolicy::Shaped;
+    }
+    TORCH_CHECK(std::strcmp(env, "flat") == 0, "TORCH_TPU_STORAGE_LAYOUT must be 'shaped' or 'flat', got '", env, "'");
+    return program::LayoutPolicy::Flat;
+  }();
+  return policy;
+}
+
+std::vector<int64_t> dense_layout(c10::IntArrayRef sizes) {
+  if (layout_policy() == program::LayoutPolicy::Flat) return {c10::multiply_integers(sizes)};
+  return sizes.vec();
+}
+
+std::shared_ptr<pjrt::Buffer> read_buffer(StorageBuffer& s, hlo::DType dtype) {
+  const auto& client = runtime().client();
+  if (s.state() == StorageState::Unwritten) {
+    std::vector<uint8_t> zeros(s.nbytes, 0);
+    std::vector<int64_t> dims = s.layout_set ? s.dims : std::vector<int64_t>{s.numel_of(dtype)};
+    if (program::Layout{dims}.numel() != s.numel_of(dtype)) dims = {s.numel_of(dtype)};
+    s.set(client.buffer_from_host(zeros.data(), to_pjrt(dtype), dims, s.device), dtype, dims);
+    return s.buffer();
+  }
+  if (s.dtype == dtype || hlo::bit_width(s.dtype) == hlo::bit_width(dtype)) return s.buffer();
+  // Re-type through the host: a reinterpretation with another element width (rare).
+  std::vector<uint8_t> bytes(s.nbytes);
+  s.buffer()->to_host(bytes.data(), bytes.size());
+  int64_t n = s.numel_of(dtype);
+  s.set(client.buffer_from_host(bytes.data(), to_pjrt(dtype), {n}, s.device), dtype, {n});
+  return s.buffer();
+}
+
+at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
+                       std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
+                       c10::IntArrayRef strides, c10::ScalarType dtype, int device) {
+  size_t nbytes = 0;
+  if (buffer) nbytes = static_cast<size_t>(program::Layout{buffer_dims}.numel()) * hlo::bit_width(buffer_dtype) / 8;
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(device, nbytes),
+                       tpu_allocator(), /*resizable=*/true);
+  storage_buffer(storage).set(std::move(buffer), buffer_dtype, std::move(buffer_dims));
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                    c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  return t;
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,63 @@
+// The storage model: every tpu storage's DataPtr context is a StorageBuffer holding the
+// storage's state and layout.
+//
+//   state   Unwritten (no buffer: reads see zeros) | Ready (one buffer per shard) | Pending
+//           (reserved for fused eager: a value still being assembled; nothing produces it yet)
+//   layout  the buffer's dims: Shaped (the dense N-D shape of the tensor that produced it) or
+//           Flat (numel); see program/layout.h and docs/layout.md for why shaped is the default
+//   sharding  empty for a single-device storage (the seam for SPMD storages)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+#include "pjrt/buffer.h"
+#include "program/layout.h"
+
+namespace tpu::engine {
+
+enum class StorageState { Unwritten, Ready, Pending };
+
+struct StorageBuffer {
+  int device = 0;
+  size_t nbytes = 0;
+  std::vector<std::shared_ptr<pjrt::Buffer>> shards;  // Ready: one per shard
+  hlo::DType dtype = hlo::DType::U8;                  // element type of the buffers
+  std::vector<int64_t> dims;                          // layout; valid when layout_set
+  bool layout_set = false;
+  std::string sharding;
+
+  StorageState state() const { return shards.empty() ? StorageState::Unwritten : StorageState::Ready; }
+  const std::shared_ptr<pjrt::Buffer>& buffer() const;  // the single-device buffer (or null)
+  int64_t numel_of(hlo::DType t) const { return static_cast<int64_t>(nbytes * 8 / hlo::bit_width(t)); }
+  int64_t numel() const { return numel_of(dtype); }
+  // Makes `buffer` (with shape `dims`) the storage's content.
+  void set(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype, std::vector<int64_t> buffer_dims);
+};
+
+// The StorageBuffer behind a tpu tensor (never null for a tpu tensor with storage).
+StorageBuffer& storage_buffer(const at::Tensor& t);
+StorageBuffer& storage_buffer(const c10::Storage& s);
+
+// The layout policy for new dense buffers (TORCH_TPU_STORAGE_LAYOUT=shaped|flat).
+program::LayoutPolicy layout_policy();
+// The layout a new buffer of a dense tensor with `sizes` gets under the policy.
+std::vector<int64_t> dense_layout(c10::IntArrayRef sizes);
+
+// Returns the storage's buffer viewed with `dtype` elements, creating zeros if unwritten.
+// A dtype of another width than the buffer's is re-typed through the host (rare: .view(dtype))
+// and becomes flat.
+std::shared_ptr<pjrt::Buffer> read_buffer(StorageBuffer& s, hlo::DType dtype);
+
+// A new tpu tensor of `sizes`/`strides`/`dtype` whose storage adopts `buffer` (shape
+// `buffer_dims`, the whole storage) on `device`.
+at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
+                       std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
+                       c10::IntArrayRef strides, c10::ScalarType dtype, int device);
+
+}  // namespace tpu::engine

@@ -1,0 +1,253 @@
+// Hand-written kernels: allocation, metadata-only views, resize/set_, and copies between
+// host and device. Everything computational goes through the lowering table instead.
+#include <ATen/EmptyTensor.h>
+#include <ATen/Functions.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <torch/library.h>
+
+#include <set>
+
+#include "engine/device/allocator.h"
+#include "engine/eager/boxed_kernel.h"
+#include "engine/device/dtypes.h"
+#include "engine/eager/fallback.h"
+#include "engine/compile/metrics.h"
+#include "engine/device/runtime.h"
+#include "engine/device/storage.h"
+#include "engine/device/sync.h"
+
+namespace tpu::engine {
+namespace {
+
+c10::DispatchKeySet tpu_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout>, std::optional<c10::Device> device,
+                               std::optional<bool>, std::optional<c10::MemoryFormat> memory_format) {
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_hlo(t, "empty");
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_generic(size, tpu_allocator(), tpu_keys(), t, memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout>,
+                         std::optional<c10::Device> device, std::optional<bool>) {
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_hlo(t, "empty_strided");
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), tpu_keys(), t);
+}
+
+bool covers_storage(const at::Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+// Device -> host: the tensor's elements, contiguous, in a new CPU tensor.
+at::Tensor to_cpu(const at::Tensor& src) {
+  raise_failed_checks();
+  at::Tensor dense = covers_storage(src) ? src : src.contiguous();
+  if (!covers_storage(dense)) dense = dense.clone();  // e.g. a contiguous slice of a bigger storage
+  at::Tensor out = at::empty(dense.sizes(), dense.options().device(c10::kCPU));
+  if (out.numel() == 0) return out;
+  StorageBuffer& s = storage_buffer(dense);
+  auto buffer = read_buffer(s, to_hlo(dense.scalar_type()));
+  buffer->to_host(out.data_ptr(), out.nbytes());
+  metrics().device_to_host_bytes += static_cast<int64_t>(out.nbytes());
+  return out;
+}
+
+// Host bytes of a contiguous tensor into a new device buffer of shape `dims`.
+std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, hlo::DType dtype, const std::vector<int64_t>& dims, int device) {
+  try {
+    auto buffer = runtime().client().buffer_from_host(host.data_ptr(), to_pjrt(dtype), dims, device);
+    metrics().host_to_device_bytes += static_cast<int64_t>(host.nbytes());
+    return buffer;
+  } catch (const pjrt::PjrtError& e) {
+    raise_if_out_of_memory(e, device, "copy to tpu");
+    throw;
+  }
+}
+
+// Host -> device: `src` (already of dst's dtype and shape, contiguous) into a new tpu tensor.
+at::Tensor to_device(const at::Tensor& src, int device) {
+  at::Tensor host = src.contiguous();
+  hlo::DType dtype = to_hlo(host.scalar_type(), "copy_");
+  std::shared_ptr<pjrt::Buffer> buffer;
+  std::vector<int64_t> dims = dense_layout(host.sizes());
+  if (host.numel() > 0) {
+    buffer = upload(host, dtype, dims, device);
+  }
+  return wrap_buffer(std::move(buffer), dtype, std::move(dims), host.sizes(), host.strides(),
+                     host.scalar_type(), device);
+}
+
+// Device -> device on one device: the `copy_` lowering writes src into dst's view.
+void device_copy(const at::Tensor& dst, const at::Tensor& src) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  torch::jit::Stack stack{dst, src, false};
+  run_op(op, &stack);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+  TORCH_CHECK(self.is_privateuseone() || dst.is_privateuseone(), "copy_: expected a tpu tensor");
+  if (dst.numel() == 0) return dst;
+  if (!self.is_privateuseone()) {  // host -> device
+    TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from ", self.device(), " to ", dst.device());
+    at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    if (covers_storage(dst)) {
+      StorageBuffer& s = storage_buffer(dst);
+      hlo::DType dtype = to_hlo(dst.scalar_type(), "copy_");
+      std::vector<int64_t> dims = dense_layout(dst.sizes());
+      s.set(upload(host, dtype, dims, s.device), dtype, dims);
+      return dst;
+    }
+    device_copy(dst, to_device(host, dst.device().index()));
+    return dst;
+  }
+  if (!dst.is_privateuseone()) {  // device -> host
+    TORCH_CHECK(dst.device().is_cpu(), "copy_: cannot copy from ", self.device(), " to ", dst.device());
+    dst.copy_(to_cpu(self));
+    return dst;
+  }
+  if (self.device() != dst.device()) {  // device -> other device
+    at::Tensor dense = covers_storage(self) ? self : self.contiguous().clone();
+    StorageBuffer& s = storage_buffer(dense);
+    auto moved = read_buffer(s, to_hlo(dense.scalar_type()))
+                     ->copy_to_device(runtime().client().devices().at(dst.device().index()).handle);
+    at::Tensor on_dst = wrap_buffer(std::shared_ptr<pjrt::Buffer>(std::move(moved)),
+                                    to_hlo(dense.scalar_type()), s.dims, dense.sizes(), dense.strides(),
+                                    dense.scalar_type(), dst.device().index());
+    device_copy(dst, on_dst);
+    return dst;
+  }
+  device_copy(dst, self);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host = to_cpu(self);
+  return host.item();
+}
+
+// Grows the storage when needed, keeping its contents (like CPU/CUDA).
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  size_t needed = at::detail::computeStorageNbytesContiguous(size, self.element_size(), self.storage_offset());
+  if (needed > self.storage().nbytes()) {
+    c10::Storage storage = self.storage();
+    StorageBuffer& old = storage_buffer(storage);
+    at::Tensor previous_bytes;
+    if (old.buffer() && old.nbytes > 0) {
+      previous_bytes = at::empty({static_cast<int64_t>(old.nbytes)}, at::kByte);
+      old.buffer()->to_host(previous_bytes.data_ptr(), old.nbytes);
+    }
+    hlo::DType dtype = to_hlo(self.scalar_type(), "resize_");
+    c10::DataPtr data = allocate_on(old.device, needed);
+    StorageBuffer& grown = *static_cast<StorageBuffer*>(data.get_context());
+    if (previous_bytes.defined()) {
+      std::vector<uint8_t> bytes(needed, 0);
+      std::memcpy(bytes.data(), previous_bytes.data_ptr(), old.nbytes);
+      int64_t n = static_cast<int64_t>(needed * 8 / hlo::bit_width(dtype));
+      grown.set(runtime().client().buffer_from_host(bytes.data(), to_pjrt(dtype), {n}, grown.device), dtype, {n});
+    }
+    storage.set_data_ptr_noswap(std::move(data));
+    storage.set_nbytes(needed);
+  }
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_sizes_and_strides(c10::asIntArrayRefUnchecked(size), c10::asIntArrayRefUnchecked(stride),
+                              offset.expect_int());
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  std::vector<c10::SymInt> size{n}, stride{1};
+  return set_storage(self, std::move(source), 0, size, stride);
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.sym_storage_offset(), source.sym_sizes(),
+                     source.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, tpu_allocator()->allocate(0),
+                       tpu_allocator(), true);
+  std::vector<c10::SymInt> size{0}, stride{1};
+  return set_storage(self, std::move(storage), 0, size, stride);
+}
+
+// copy_ between two tensors on one tpu device is lowered; anything crossing devices is a transfer.
+void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const at::Tensor dst = (*stack)[stack->size() - 3].toTensor();
+  const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
+  bool same_device = src.device() == dst.device() || (src.device().is_cpu() && src.dim() == 0);
+  if (same_device) {
+    run_op(op, stack);
+    return;
+  }
+  torch::jit::drop(*stack, 3);
+  copy_from(src, dst, false);
+  stack->push_back(dst);
+}
+
+const std::set<std::string>& explicit_kernels() {
+  static const std::set<std::string> names{
+      "empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold",
+      "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
+      "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
+      "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2"};
+  return names;
+}
+
+}  // namespace
+
+bool is_explicit_kernel(const c10::OperatorName& name) {
+  std::string full = name.name.substr(name.name.find("::") + 2) +
+                     (name.overload_name.empty() ? "" : "." + name.overload_name);
+  return explicit_kernels().count(full) > 0;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_kernel>());
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,157 @@
+#include "engine/eager/boxed_kernel.h"
+
+#include <torch/library.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "engine/compile/metrics.h"
+#include "engine/eager/fallback.h"
+#include "engine/eager/launch.h"
+#include "engine/eager/op_adapters.h"
+#include "engine/eager/op_call.h"
+#include "engine/eager/plan.h"
+#include "lowering/registry.h"
+
+// The generic eager kernel: OpCall -> cached Plan (op_outputs -> Program -> compile) -> launch.
+namespace tpu::engine {
+namespace {
+
+std::mutex g_plans_mu;
+std::set<std::string> g_rules_used;  // every rule that built a plan in this process
+std::unordered_map<std::vector<int64_t>, std::shared_ptr<Plan>, VecHash> g_plans;
+// The key of each op's latest compiled signature, to explain the next recompile.
+std::unordered_map<const c10::FunctionSchema*, std::vector<int64_t>> g_last_key;
+
+// Records why this op compiles again when it already had an executable.
+void note_compiled_signature(const c10::OperatorHandle& op, const std::vector<int64_t>& key) {
+  const c10::FunctionSchema* schema = &op.schema();
+  auto it = g_last_key.find(schema);
+  if (it != g_last_key.end()) {
+    count_recompile(op_label(op), describe_key_change(op.schema(), it->second, key));
+    it->second = key;
+  } else {
+    g_last_key.emplace(schema, key);
+  }
+}
+
+std::shared_ptr<Plan> cached_plan(const std::vector<int64_t>& key) {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  auto it = g_plans.find(key);
+  return it == g_plans.end() ? nullptr : it->second;
+}
+
+}  // namespace
+
+void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  size_t num_args = op.schema().arguments().size();
+  OpCall call;
+  try {
+    call = read_op_call(op, *stack, num_args);
+  } catch (const lowering::NotLowerable&) {
+    cpu_fallback(op, stack);
+    return;
+  }
+  std::shared_ptr<Plan> plan = cached_plan(call.key);
+  if (!plan) {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(call.device)));
+    std::string rule = rule_for(op.schema().operator_name());
+    try {
+      plan = build_plan(op, *stack, num_args, call, rule);
+    } catch (const OutputsNeedResize& r) {
+      // Empty out= tensors (what factories such as arange pass) resize silently, as in
+      // at::native::resize_output; then the op runs again on the tpu. Others take the CPU
+      // path, which resizes them with PyTorch's own warning.
+      size_t first = stack->size() - num_args;
+      bool all_empty = true;
+      for (const auto& [arg, sizes] : r.resizes) all_empty &= (*stack)[first + arg].toTensor().numel() == 0;
+      if (!all_empty) {
+        cpu_fallback(op, stack);
+        return;
+      }
+      for (const auto& [arg, sizes] : r.resizes) (*stack)[first + arg].toTensor().resize_(sizes);
+      boxed_kernel(op, ks, stack);
+      return;
+    } catch (const lowering::NotLowerable&) {
+      cpu_fallback(op, stack);
+      return;
+    } catch (const std::out_of_range& e) {
+      TORCH_CHECK_INDEX(false, op.schema().operator_name(), ": ", e.what());
+    } catch (const std::invalid_argument& e) {
+      TORCH_CHECK_VALUE(false, op.schema().operator_name(), ": ", e.what());
+    }
+    std::lock_guard<std::mutex> lock(g_plans_mu);
+    g_plans.emplace(call.key, plan);
+    g_rules_used.insert(rule);
+    note_compiled_signature(op, call.key);
+  }
+  launch(*plan, op, stack, num_args, call);
+}
+
+namespace {
+// The kernel registered for ops with an argument adapter (op_adapters.h).
+template <PrepareFn prepare>
+void prepared_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  prepare(op, stack, op.schema().arguments().size());
+  boxed_kernel(op, ks, stack);
+}
+}  // namespace
+
+void run_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  boxed_kernel(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+std::string rule_for(const c10::OperatorName& name) {
+  return lowering::rule_for(name.name.substr(name.name.find("::") + 2), name.overload_name);
+}
+
+std::vector<std::string> register_lowered_ops() {
+  static std::vector<std::string> registered;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
+                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0 || is_explicit_kernel(name)) continue;
+      if (rule_for(name).empty()) continue;
+      std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      const OpAdapter* adapter = find_adapter(name);
+      if (adapter != nullptr && adapter->prepare == &move_cpu_indices) {
+        lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices>>());
+      } else {
+        TORCH_INTERNAL_ASSERT(adapter == nullptr || adapter->prepare == nullptr, full, ": adapter kernel not registered");
+        lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>());
+      }
+      registered.push_back(full);
+    }
+    std::sort(registered.begin(), registered.end());
+  });
+  return registered;
+}
+
+std::vector<std::pair<std::string, int64_t>> plan_run_counts() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  std::map<std::string, int64_t> by_op;
+  for (const auto& [_, plan] : g_plans) by_op[plan->op_name] += plan->runs;
+  return {by_op.begin(), by_op.end()};
+}
+
+std::vector<std::string> rules_used() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  return {g_rules_used.begin(), g_rules_used.end()};
+}
+
+size_t plan_cache_size() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  return g_plans.size();
+}
+
+void clear_plan_cache() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  g_plans.clear();
+  g_last_key.clear();
+}
+
+}  // namespace tpu::engine

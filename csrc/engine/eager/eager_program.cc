@@ -1,0 +1,164 @@
+#include "engine/eager/eager_program.h"
+
+#include "engine/device/dtypes.h"
+#include "engine/eager/op_adapters.h"
+
+namespace tpu::engine {
+namespace {
+
+using lowering::Arg;
+using program::Value;
+
+DType scalar_param_dtype(const ScalarRef& s, DType compute) {
+  if (s.from_cpu_tensor) return to_hlo(s.tensor_dtype);  // CPU 0-d tensors keep their dtype
+  if (s.value.isBoolean()) return DType::Pred;
+  if (s.value.isComplex()) return compute == DType::C128 ? DType::C128 : DType::C64;
+  if (s.value.isFloatingPoint()) return (compute == DType::F64 || compute == DType::C128) ? DType::F64 : DType::F32;
+  return DType::S64;
+}
+
+program::View view_of(const TensorRef& t, int tensor_index) {
+  program::View v;
+  v.sizes = t.tensor.sizes().vec();
+  v.strides = t.tensor.strides().vec();
+  v.dtype = to_hlo(t.tensor.scalar_type());
+  v.access = t.access;
+  v.offset_binding = t.has_offset ? tensor_index : -1;
+  return v;
+}
+
+class Assembler {
+ public:
+  Assembler(const OpCall& call, const std::string& label) : call_(call), p_(label) {}
+
+  program::Program& program() { return p_; }
+
+  void bind(DType compute) {
+    for (size_t s = 0; s < call_.storages.size(); ++s) {
+      const StorageRef& st = call_.storages[s];
+      program::StorageSlot slot;
+      slot.binding = static_cast<int>(s);
+      slot.dtype = st.dtype;
+      slot.layout = program::Layout{st.buffer->dims};
+      slot.unwritten = st.unwritten;
+      slot.sharding = st.buffer->sharding;
+      slots_.push_back(p_.storage(slot));
+    }
+    for (size_t s = 0; s < call_.scalars.size(); ++s) {
+      scalars_.push_back(p_.scalar(scalar_param_dtype(call_.scalars[s], compute), static_cast<int>(s)));
+    }
+  }
+
+  Value read(int tensor_index) {
+    const TensorRef& t = call_.tensors[tensor_index];
+    if (t.storage < 0) return scalars_.at(t.scalar);
+    return p_.read(slots_[t.storage], view_of(t, tensor_index));
+  }
+
+  void write(int tensor_index, Value value) {
+    const TensorRef& t = call_.tensors[tensor_index];
+    p_.write(slots_[t.storage], view_of(t, tensor_index), value);
+  }
+
+  // Schema-normalised rule arguments, from where OpCall found each argument's values.
+  std::vector<Arg> rule_args(const torch::jit::Stack& stack, size_t num_args) {
+    using K = ArgRef::Kind;
+    std::vector<Arg> args(num_args);
+    size_t first = stack.size() - num_args;
+    for (size_t a = 0; a < num_args; ++a) {
+      const ArgRef& ref = call_.args[a];
+      const c10::IValue& v = stack[first + a];
+      Arg& arg = args[a];
+      switch (ref.kind) {
+        case K::None: case K::Ignored: break;
+        case K::Tensor:
+          arg.kind = Arg::Kind::Tensor;
+          arg.is_wrapped_scalar = call_.tensors[ref.first].storage < 0;
+          arg.tensor = read(ref.first);
+          break;
+        case K::TensorList: {
+          arg.kind = Arg::Kind::TensorList;
+          arg.tensors.assign(ref.count, Value{});
+          for (size_t i = ref.first; i < call_.tensors.size() && call_.tensors[i].arg == static_cast<int>(a); ++i) {
+            arg.tensors[call_.tensors[i].elem] = read(static_cast<int>(i));
+          }
+          break;
+        }
+        case K::Scalar:
+          arg.kind = Arg::Kind::Tensor;
+          arg.is_wrapped_scalar = true;
+          arg.tensor = scalars_.at(ref.first);
+          break;
+        case K::ScalarList:  // a list of runtime 0-d values
+          arg.kind = Arg::Kind::TensorList;
+          arg.is_wrapped_scalar = true;
+          for (int i = 0; i < ref.count; ++i) arg.tensors.push_back(scalars_.at(ref.first + i));
+          break;
+        case K::Int:
+          arg.kind = Arg::Kind::Int;
+          arg.i = v.toInt();
+          break;
+        case K::ScalarType:
+          arg.kind = Arg::Kind::ScalarType;
+          arg.i = v.toInt();
+          arg.dtype = to_hlo(static_cast<c10::ScalarType>(v.toInt()));
+          break;
+        case K::Double:
+          arg.kind = Arg::Kind::Double;
+          arg.d = v.toDouble();
+          break;
+        case K::Bool:
+          arg.kind = Arg::Kind::Bool;
+          arg.b = v.toBool();
+          break;
+        case K::String:
+          arg.kind = Arg::Kind::String;
+          arg.s = v.toStringRef();
+          break;
+        case K::IntList:
+          arg.kind = Arg::Kind::IntList;
+          arg.ints = v.toIntVector();
+          break;
+        case K::BoolList:
+          arg.kind = Arg::Kind::IntList;
+          for (bool x : v.toBoolList()) arg.ints.push_back(x);
+          break;
+      }
+    }
+    return args;
+  }
+
+ private:
+  const OpCall& call_;
+  program::Program p_;
+  std::vector<int> slots_;
+  std::vector<Value> scalars_;
+};
+
+}  // namespace
+
+program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                    size_t num_args, const OpCall& call, const OpOutputs& outputs,
+                                    const lowering::Rule& rule, const std::string& label) {
+  Assembler a(call, label);
+  a.bind(outputs.compute_dtype);
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  Value rng;
+  if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = a.program().rng_key();
+  std::vector<Arg> args = a.rule_args(stack, num_args);
+  std::vector<program::Type> out_types;
+  for (const Target& t : outputs.targets) out_types.push_back(program::Type(to_hlo(t.dtype), t.sizes));
+  std::vector<Value> results = a.program().apply(rule, std::move(args), out_types, outputs.compute_dtype, rng);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const Target& t = outputs.targets[r];
+    if (t.undefined) continue;
+    if (t.functional) {
+      a.program().output(results[r], static_cast<int>(r), t.memory_order, layout_policy());
+    } else {
+      a.write(t.tensor, results[r]);
+    }
+  }
+  return a.program().finish();
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,27 @@
+// Per-op argument quirks, as a table instead of branches in the generic path.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace tpu::engine {
+
+using PrepareFn = void (*)(const c10::OperatorHandle&, torch::jit::Stack*, size_t num_args);
+
+struct OpAdapter {
+  // Rewrites the arguments before the call is read (registered as a separate kernel, so ops
+  // without one pay nothing).
+  PrepareFn prepare = nullptr;
+  // Draws random bits though its schema has no Generator argument (native_dropout).
+  bool draws_random_bits = false;
+};
+
+// The adapter of an ATen op ("index_put_"), or nullptr.
+const OpAdapter* find_adapter(const c10::OperatorName& name);
+
+// Index tensors (`Tensor?[] indices` of index/index_put) may live on the CPU, as PyTorch
+// allows for CUDA: they are copied to the indexed tensor's device. A CPU boolean mask becomes
+// its coordinates first, computed on the host where the mask already is.
+void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
+
+}  // namespace tpu::engine

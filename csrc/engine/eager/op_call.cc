@@ -1,0 +1,338 @@
+#include "engine/eager/op_call.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "engine/device/dtypes.h"
+#include "engine/device/guard.h"
+#include "lowering/registry.h"
+
+namespace tpu::engine {
+namespace {
+
+// Key tags. Every entry starts with its tag and is self-describing, so two keys of one op can
+// be compared field by field (describe_key_change).
+enum Tag : int64_t { kNone, kTpuTensor, kCpuScalar, kList, kScalar, kInt, kDouble, kBool, kStr,
+                     kInts, kDevice, kGenerator, kDoubles, kScalarType, kBools };
+
+c10::TypePtr unwrap_optional(c10::TypePtr t) {
+  return t->kind() == c10::TypeKind::OptionalType ? t->containedType(0) : t;
+}
+
+bool is_dtype_arg(const c10::Argument& a) { return unwrap_optional(a.type())->kind() == c10::TypeKind::ScalarTypeType; }
+
+[[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const OpCall& call, const at::Tensor& t, int arg) {
+  TORCH_CHECK(false, op.schema().operator_name(), ": expected all tensors to be on the same device, "
+              "but found at least two devices, tpu:", std::max(call.device, 0), " and ", t.device(),
+              "! (argument ", op.schema().arguments()[arg].name(), " has shape ", t.sizes(), ")");
+}
+
+// The storage's layout as the module sees it. An unwritten storage gets the dense shape of the
+// first tensor that covers it (or flat), which its first write keeps.
+void settle_unwritten_layout(StorageBuffer& s, const at::Tensor& t, DType dtype) {
+  if (s.state() != StorageState::Unwritten) return;
+  int64_t numel = s.numel_of(dtype);
+  if (s.layout_set && program::Layout{s.dims}.numel() == numel) return;
+  bool covers = t.is_contiguous() && t.storage_offset() == 0 && t.numel() == numel;
+  s.dims = covers ? dense_layout(t.sizes()) : std::vector<int64_t>{numel};
+  s.layout_set = true;
+}
+
+void add_tensor(const c10::OperatorHandle& op, OpCall& call, const at::Tensor& t, int arg, int elem) {
+  if (!t.defined()) {
+    call.key.push_back(kNone);
+    return;
+  }
+  if (!t.is_privateuseone()) {
+    if (t.device().is_cpu() && t.dim() == 0) {  // Python numbers and CPU scalars
+      call.key.insert(call.key.end(), {kCpuScalar, int64_t(t.scalar_type()), int64_t(t.unsafeGetTensorImpl()->is_wrapped_number())});
+      TensorRef ref;
+      ref.arg = arg;
+      ref.elem = elem;
+      ref.tensor = t;
+      ref.scalar = static_cast<int>(call.scalars.size());
+      call.tensors.push_back(std::move(ref));
+      call.scalars.push_back({arg, t.item(), true, t.scalar_type()});
+      return;
+    }
+    device_mismatch(op, call, t, arg);
+  }
+  int device = t.device().index();
+  if (call.device < 0) call.device = device;
+  if (call.device != device) device_mismatch(op, call, t, arg);
+  DType dtype = to_hlo(t.scalar_type(), op.schema().name().c_str());
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  int index = -1;
+  for (size_t i = 0; i < call.storages.size(); ++i) {
+    if (call.storages[i].impl == impl) index = static_cast<int>(i);
+  }
+  if (index < 0) {
+    StorageBuffer& s = storage_buffer(t);
+    if (s.state() == StorageState::Ready && hlo::bit_width(s.dtype) != hlo::bit_width(dtype)) read_buffer(s, dtype);
+    bool unwritten = s.state() == StorageState::Unwritten;
+    if (unwritten) settle_unwritten_layout(s, t, dtype);
+    index = static_cast<int>(call.storages.size());
+    call.storages.push_back({impl, &s, unwritten ? dtype : s.dtype, unwritten});
+    call.key.insert(call.key.end(), {kTpuTensor, int64_t(dtype), device, index, int64_t(call.storages.back().dtype),
+                                     unwritten, int64_t(s.dims.size())});
+    call.key.insert(call.key.end(), s.dims.begin(), s.dims.end());
+  } else {
+    call.key.insert(call.key.end(), {kTpuTensor, int64_t(dtype), device, index});
+  }
+  const std::vector<int64_t>& dims = call.storages[index].buffer->dims;
+  TensorRef ref;
+  ref.arg = arg;
+  ref.elem = elem;
+  ref.tensor = t;
+  ref.storage = index;
+  ref.has_offset = t.storage_offset() != 0;
+  ref.access = program::classify(dims, t.sizes().data(), t.strides().data(), t.dim(), t.storage_offset());
+  call.key.insert(call.key.end(), {t.dim(), ref.has_offset, int64_t(ref.access)});
+  for (int64_t s : t.sizes()) call.key.push_back(s);
+  for (int64_t s : t.strides()) call.key.push_back(s);
+  call.tensors.push_back(std::move(ref));
+}
+
+void push_double(std::vector<int64_t>& key, double d) {
+  int64_t bits;
+  std::memcpy(&bits, &d, 8);
+  key.push_back(bits);
+}
+
+}  // namespace
+
+bool is_scalar_arg(const c10::Argument& a) {
+  return unwrap_optional(a.type())->kind() == c10::TypeKind::NumberType;
+}
+bool is_scalar_list_arg(const c10::Argument& a) {
+  c10::TypePtr t = unwrap_optional(a.type());
+  return t->kind() == c10::TypeKind::ListType && t->containedType(0)->kind() == c10::TypeKind::NumberType;
+}
+
+OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args) {
+  using K = ArgRef::Kind;
+  OpCall call;
+  call.key.push_back(reinterpret_cast<intptr_t>(&op.schema()));
+  call.args.resize(num_args);
+  const auto& schema_args = op.schema().arguments();
+  size_t first = stack.size() - num_args;
+  for (size_t a = 0; a < num_args; ++a) {
+    const c10::IValue& v = stack[first + a];
+    int arg = static_cast<int>(a);
+    ArgRef& ref = call.args[a];
+    if (v.isNone()) {
+      call.key.push_back(kNone);
+      if (unwrap_optional(schema_args[a].type())->kind() == c10::TypeKind::GeneratorType) call.wants_generator = true;
+    } else if (v.isTensor()) {
+      ref = {v.toTensor().defined() ? K::Tensor : K::None, static_cast<int>(call.tensors.size()), 1};
+      add_tensor(op, call, v.toTensor(), arg, -1);
+    } else if (v.isTensorList() || v.isOptionalTensorList()) {
+      std::vector<at::Tensor> items;
+      if (v.isTensorList()) {
+        items = v.toTensorVector();
+      } else {
+        for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) items.push_back(t.has_value() ? *t : at::Tensor());
+      }
+      ref = {K::TensorList, static_cast<int>(call.tensors.size()), static_cast<int>(items.size())};
+      call.key.insert(call.key.end(), {kList, int64_t(items.size())});
+      for (size_t e = 0; e < items.size(); ++e) add_tensor(op, call, items[e], arg, static_cast<int>(e));
+    } else if (is_scalar_list_arg(schema_args[a]) && v.isList()) {
+      auto list = v.toListRef();
+      ref = {K::ScalarList, static_cast<int>(call.scalars.size()), static_cast<int>(list.size())};
+      call.key.insert(call.key.end(), {kList, int64_t(list.size())});
+      for (const c10::IValue& e : list) {
+        c10::Scalar s = e.toScalar();
+        call.key.insert(call.key.end(), {kScalar, int64_t(s.type())});
+        call.scalars.push_back({arg, s});
+      }
+    } else if (is_scalar_arg(schema_args[a])) {
+      c10::Scalar s = v.toScalar();
+      ref = {K::Scalar, static_cast<int>(call.scalars.size()), 1};
+      call.key.insert(call.key.end(), {kScalar, int64_t(s.type())});
+      call.scalars.push_back({arg, s});
+    } else if (v.isInt()) {
+      bool dtype = is_dtype_arg(schema_args[a]);
+      ref.kind = dtype ? K::ScalarType : K::Int;
+      call.key.insert(call.key.end(), {dtype ? kScalarType : kInt, v.toInt()});
+    } else if (v.isDouble()) {
+      ref.kind = K::Double;
+      call.key.push_back(kDouble);
+      push_double(call.key, v.toDouble());
+    } else if (v.isBool()) {
+      ref.kind = K::Bool;
+      call.key.insert(call.key.end(), {kBool, v.toBool()});
+    } else if (v.isString()) {
+      ref.kind = K::String;
+      const std::string& s = v.toStringRef();
+      call.key.insert(call.key.end(), {kStr, int64_t(s.size())});
+      for (char c : s) call.key.push_back(c);
+    } else if (v.isIntList()) {
+      ref.kind = K::IntList;
+      auto list = v.toIntVector();
+      call.key.insert(call.key.end(), {kInts, int64_t(list.size())});
+      call.key.insert(call.key.end(), list.begin(), list.end());
+    } else if (v.isBoolList()) {
+      ref.kind = K::BoolList;
+      auto list = v.toBoolList();
+      call.key.insert(call.key.end(), {kBools, int64_t(list.size())});
+      for (bool x : list) call.key.push_back(x);
+    } else if (v.isDoubleList()) {
+      ref.kind = K::Ignored;  // no rule reads a float[] argument; it only keys the executable
+      auto list = v.toDoubleVector();
+      call.key.insert(call.key.end(), {kDoubles, int64_t(list.size())});
+      for (double d : list) push_double(call.key, d);
+    } else if (v.isDevice()) {
+      ref.kind = K::Ignored;
+      call.key.insert(call.key.end(), {kDevice, int64_t(v.toDevice().type()), v.toDevice().index()});
+    } else if (v.isGenerator()) {
+      ref.kind = K::Ignored;
+      call.key.push_back(kGenerator);
+      call.generator = v.toGenerator();
+      call.wants_generator = true;
+    } else {
+      throw lowering::NotLowerable("argument kind " + v.tagKind() + " is not lowered");
+    }
+  }
+  if (call.device < 0) call.device = current_device();
+  return call;
+}
+
+// ---- Recompile explanations -----------------------------------------------------------------
+
+namespace {
+
+struct Field {
+  int arg = -1, elem = -1;
+  std::string name;  // "shape", "stride", "dtype", ...
+  std::vector<int64_t> values;
+};
+
+std::vector<int64_t> take(const std::vector<int64_t>& key, size_t& pos, int64_t n) {
+  n = std::max<int64_t>(0, std::min<int64_t>(n, static_cast<int64_t>(key.size() - pos)));
+  std::vector<int64_t> out(key.begin() + pos, key.begin() + pos + n);
+  pos += n;
+  return out;
+}
+
+void parse_entry(const std::vector<int64_t>& key, size_t& pos, int arg, int elem, std::vector<Field>& out) {
+  if (pos >= key.size()) return;
+  int64_t tag = key[pos++];
+  auto field = [&](const std::string& name, std::vector<int64_t> values) { out.push_back({arg, elem, name, std::move(values)}); };
+  switch (tag) {
+    case kTpuTensor: {
+      auto head = take(key, pos, 3);  // dtype, device, storage index
+      field("dtype", {head[0]});
+      field("device", {head[1]});
+      // A storage's first use carries its dtype, state and layout; later uses refer to it.
+      int64_t index = head.size() == 3 ? head[2] : -1;
+      bool seen = false;
+      for (const Field& f : out) seen |= f.name == "storage index" && !f.values.empty() && f.values[0] == index;
+      field("storage index", {index});
+      if (head.size() == 3 && !seen) {
+        auto st = take(key, pos, 3);  // storage dtype, unwritten, layout rank
+        field("storage dtype", {st[0]});
+        field("storage state (1 = unwritten)", {st[1]});
+        field("storage layout", take(key, pos, st.size() == 3 ? st[2] : 0));
+      }
+      auto meta = take(key, pos, 3);  // dim, has_offset, access
+      if (meta.size() < 3) return;
+      field("nonzero storage offset", {meta[1]});
+      field("view access", {meta[2]});
+      field("shape", take(key, pos, meta[0]));
+      field("stride", take(key, pos, meta[0]));
+      return;
+    }
+    case kCpuScalar: field("CPU scalar dtype", take(key, pos, 2)); return;
+    case kList: {
+      int64_t n = pos < key.size() ? key[pos++] : 0;
+      field("list length", {n});
+      for (int64_t e = 0; e < n; ++e) parse_entry(key, pos, arg, static_cast<int>(e), out);
+      return;
+    }
+    case kScalar: field("scalar kind", take(key, pos, 1)); return;
+    case kInt: field("int value", take(key, pos, 1)); return;
+    case kScalarType: field("dtype value", take(key, pos, 1)); return;
+    case kDouble: field("float value", take(key, pos, 1)); return;
+    case kBool: field("bool value", take(key, pos, 1)); return;
+    case kStr: field("string value", take(key, pos, pos < key.size() ? key[pos++] : 0)); return;
+    case kInts: case kBools: case kDoubles: field("list value", take(key, pos, pos < key.size() ? key[pos++] : 0)); return;
+    case kDevice: field("device value", take(key, pos, 2)); return;
+    default: field("argument kind", {tag}); return;  // kNone, kGenerator
+  }
+}
+
+std::vector<Field> parse_key(const std::vector<int64_t>& key, size_t num_args) {
+  std::vector<Field> fields;
+  size_t pos = 1;  // key[0] is the schema
+  for (size_t a = 0; a < num_args && pos < key.size(); ++a) parse_entry(key, pos, static_cast<int>(a), -1, fields);
+  return fields;
+}
+
+std::string list_str(const std::vector<int64_t>& v) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  s << "]";
+  return s.str();
+}
+
+}  // namespace
+
+std::string describe_key_change(const c10::FunctionSchema& schema, const std::vector<int64_t>& previous,
+                                const std::vector<int64_t>& key) {
+  if (previous == key) return "";
+  std::vector<Field> a = parse_key(previous, schema.arguments().size());
+  std::vector<Field> b = parse_key(key, schema.arguments().size());
+  // The first argument (or list item) that differs; among its differing fields the one a user
+  // recognises first (shape before the storage layout that follows from it).
+  static const std::vector<std::string> priority{"shape", "dtype", "stride", "nonzero storage offset"};
+  auto rank = [&](const std::string& name) {
+    auto it = std::find(priority.begin(), priority.end(), name);
+    return static_cast<int>(it - priority.begin());
+  };
+  const Field* best_x = nullptr;
+  const Field* best_y = nullptr;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const Field& x = a[i];
+    const Field& y = b[i];
+    if (best_y != nullptr && (y.arg != best_y->arg || y.elem != best_y->elem)) break;
+    if (x.arg == y.arg && x.elem == y.elem && x.name == y.name && x.values == y.values) continue;
+    if (x.name != y.name || x.arg != y.arg || x.elem != y.elem) {
+      if (best_y == nullptr) best_x = &x, best_y = &y;
+      break;
+    }
+    if (best_y == nullptr || rank(y.name) < rank(best_y->name)) best_x = &x, best_y = &y;
+  }
+  if (best_y != nullptr) {
+    const Field& x = *best_x;
+    const Field& y = *best_y;
+    std::ostringstream s;
+    int arg = y.arg;
+    s << "argument " << arg;
+    if (arg >= 0 && arg < static_cast<int>(schema.arguments().size())) s << " (" << schema.arguments()[arg].name() << ")";
+    if (y.elem >= 0) s << " item " << y.elem;
+    if (x.name != y.name || x.arg != y.arg || x.elem != y.elem) {
+      s << ": kind of argument changed";
+      return s.str();
+    }
+    s << ": " << y.name;
+    if (y.name == "dtype" || y.name == "storage dtype") {
+      s << " " << to_torch(static_cast<DType>(x.values.at(0))) << " -> " << to_torch(static_cast<DType>(y.values.at(0)));
+    } else {
+      s << " " << list_str(x.values) << " -> " << list_str(y.values);
+    }
+    if ((y.name == "shape" || y.name == "stride") && x.values.size() == y.values.size()) {
+      for (size_t d = 0; d < y.values.size(); ++d) {
+        if (x.values[d] != y.values[d]) {
+          s << " (dim " << d << ")";
+          break;
+        }
+      }
+    }
+    return s.str();
+  }
+  return "argument list changed";
+}
+
+}  // namespace tpu::engine

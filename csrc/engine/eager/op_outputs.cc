@@ -1,0 +1,176 @@
+#include "engine/eager/op_outputs.h"
+
+#include <ATen/Functions.h>
+#include <ATen/native/TypeProperties.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/device/dtypes.h"
+#include "lowering/registry.h"
+
+namespace tpu::engine {
+namespace {
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) return t;
+  int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+  return at::empty({storage_elems}, t.options().device(c10::kMeta))
+      .as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+c10::IValue to_meta(const c10::IValue& v) {
+  if (v.isTensor()) return to_meta(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t));
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+      out.push_back(t.has_value() ? std::optional<at::Tensor>(to_meta(*t)) : std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
+
+bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+// torch.result_type of the inputs: every tensor and Scalar argument except out= tensors
+// (in-place ops' self is both input and output and takes part).
+DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
+  at::native::ResultTypeState state;
+  bool any = false;
+  for (const TensorRef& t : call.tensors) {
+    const c10::Argument& a = schema.arguments()[t.arg];
+    if (is_write_arg(a) && a.kwarg_only()) continue;
+    state = at::native::update_result_type_state(t.tensor, state);
+    any = true;
+  }
+  for (const ScalarRef& s : call.scalars) {
+    if (s.from_cpu_tensor) continue;  // counted above as a tensor
+    state = at::native::update_result_type_state(s.value, state);
+    any = true;
+  }
+  c10::ScalarType t = any ? at::native::result_type(state) : c10::kFloat;
+  return is_supported(t) ? to_hlo(t) : DType::F32;
+}
+
+std::vector<int64_t> contiguous_strides(c10::IntArrayRef sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+// Dims outermost first if the strides are a permutation of a dense layout, else empty.
+std::vector<int64_t> memory_order(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (sizes[*it] != 1 && strides[*it] != expected) return {};
+    expected *= sizes[*it];
+  }
+  return order;
+}
+
+}  // namespace
+
+OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args,
+                     const OpCall& call) {
+  const auto& schema = op.schema();
+  OpOutputs out;
+  torch::jit::Stack meta_stack;
+  size_t first = stack.size() - num_args;
+  for (size_t a = 0; a < num_args; ++a) meta_stack.push_back(to_meta(stack[first + a]));
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  } catch (const c10::NotImplementedError& e) {
+    throw lowering::NotLowerable(std::string("no meta kernel: ") + e.what());
+  } catch (const c10::Error&) {
+    throw;  // a user error found by the meta kernel (shape mismatch...)
+  } catch (const std::exception& e) {
+    // A Python meta kernel that cannot run, e.g. nonzero for x[bool_mask] (data-dependent
+    // shape): the CPU fallback computes it (or raises PyTorch's own error).
+    throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
+  }
+
+  OutputsNeedResize resize;
+  auto add_written_arg = [&](int arg) {
+    int n = 0;
+    for (size_t i = 0; i < call.tensors.size(); ++i) {
+      const TensorRef& ref = call.tensors[i];
+      if (ref.arg != arg) continue;
+      Target t;
+      t.functional = false;
+      t.tensor = static_cast<int>(i);
+      t.sizes = ref.tensor.sizes().vec();
+      t.strides = ref.tensor.strides().vec();
+      t.dtype = ref.tensor.scalar_type();
+      out.targets.push_back(std::move(t));
+      ++n;
+    }
+    return n;
+  };
+  const auto& returns = schema.returns();
+  out.returns_written_args = returns.empty();
+  if (returns.empty()) {
+    for (size_t a = 0; a < schema.arguments().size(); ++a) {
+      if (is_write_arg(schema.arguments()[a])) add_written_arg(static_cast<int>(a));
+    }
+  }
+  for (size_t r = 0; r < returns.size(); ++r) {
+    const c10::IValue& meta_out = meta_stack.at(r);
+    bool is_list = meta_out.isTensorList();
+    out.return_is_list.push_back(is_list);
+    if (returns[r].alias_info() && returns[r].alias_info()->isWrite()) {
+      int arg = -1;
+      for (size_t a = 0; a < schema.arguments().size(); ++a) {
+        const auto& ai = schema.arguments()[a].alias_info();
+        if (ai && ai->beforeSets() == returns[r].alias_info()->beforeSets()) arg = static_cast<int>(a);
+      }
+      TORCH_INTERNAL_ASSERT(arg >= 0, "return aliases no argument");
+      out.return_sizes.push_back(add_written_arg(arg));
+      // The meta kernel resized its copy of an out= tensor: the real one needs the same.
+      if (meta_out.isTensor() && stack[first + arg].isTensor()) {
+        const at::Tensor& real = stack[first + arg].toTensor();
+        if (real.defined() && real.sizes() != meta_out.toTensor().sizes()) {
+          resize.resizes.push_back({arg, meta_out.toTensor().sizes().vec()});
+        }
+      }
+      continue;
+    }
+    std::vector<at::Tensor> outs = is_list ? meta_out.toTensorVector() : std::vector<at::Tensor>{meta_out.toTensor()};
+    for (const at::Tensor& m : outs) {
+      Target t;
+      if (!m.defined()) {
+        t.undefined = true;
+        out.targets.push_back(std::move(t));
+        continue;
+      }
+      t.sizes = m.sizes().vec();
+      t.memory_order = memory_order(m.sizes(), m.strides());
+      if (t.memory_order.empty()) {  // not dense: PyTorch's result is made contiguous
+        t.strides = contiguous_strides(m.sizes());
+        t.memory_order = memory_order(t.sizes, t.strides);
+      } else {
+        t.strides = m.strides().vec();
+      }
+      t.dtype = m.scalar_type();
+      out.targets.push_back(std::move(t));
+    }
+    out.return_sizes.push_back(static_cast<int>(outs.size()));
+  }
+  if (!resize.resizes.empty()) throw resize;
+  out.compute_dtype = promoted_dtype(schema, call);
+  return out;
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,141 @@
+#include "program/program.h"
+
+#include "hlo/ops.h"
+
+namespace tpu::program {
+
+Program::Program(std::string label) : label_(std::move(label)) {}
+
+int Program::storage(const StorageSlot& slot) {
+  auto it = slot_of_binding_.find(slot.binding);
+  if (it != slot_of_binding_.end()) return it->second;
+  SlotState s;
+  s.slot = slot;
+  Type type(slot.dtype, slot.layout.dims);
+  if (slot.unwritten) {
+    s.initial = hlo::zeros(b_, type);
+  } else {
+    hlo::ArgOptions options;
+    options.sharding = slot.sharding;
+    s.initial = b_.arg(type, options);
+    s.arg_position = num_args_++;
+    params_.push_back({Param::Kind::Storage, slot.binding, slot.dtype});
+  }
+  s.current = s.initial;
+  slots_.push_back(std::move(s));
+  int index = static_cast<int>(slots_.size()) - 1;
+  slot_of_binding_[slot.binding] = index;
+  return index;
+}
+
+Value Program::offset(int binding) {
+  auto it = offsets_.find(binding);
+  if (it != offsets_.end()) return it->second;
+  Value v = b_.arg(Type(DType::S64, {}));
+  ++num_args_;
+  params_.push_back({Param::Kind::Offset, binding, DType::S64});
+  return offsets_[binding] = v;
+}
+
+Value Program::scalar(DType dtype, int binding) {
+  Value v = b_.arg(Type(dtype, {}));
+  ++num_args_;
+  params_.push_back({Param::Kind::Scalar, binding, dtype});
+  return v;
+}
+
+Value Program::rng_key() {
+  Value v = b_.arg(Type(DType::U64, {2}));
+  ++num_args_;
+  params_.push_back({Param::Kind::RngKey, 0, DType::U64});
+  return v;
+}
+
+namespace {
+ViewAccess access_of(const View& view, Value offset) {
+  ViewAccess a;
+  a.sizes = view.sizes;
+  a.strides = view.strides;
+  a.access = view.access;
+  a.offset = offset;
+  return a;
+}
+}  // namespace
+
+Value Program::read(int slot, const View& view) {
+  SlotState& s = slots_.at(slot);
+  Value typed = hlo::bitcast_convert(b_, s.current, view.dtype);
+  Value off = view.offset_binding >= 0 ? offset(view.offset_binding) : Value{};
+  return read_view(b_, typed, access_of(view, off));
+}
+
+void Program::write(int slot, const View& view, Value value) {
+  SlotState& s = slots_.at(slot);
+  Value typed = hlo::bitcast_convert(b_, s.current, view.dtype);
+  Value off = view.offset_binding >= 0 ? offset(view.offset_binding) : Value{};
+  try {
+    s.current = write_view(b_, typed, access_of(view, off), hlo::convert(b_, value, view.dtype));
+  } catch (const std::invalid_argument& e) {
+    throw ProgramError(label_ + ": " + e.what());
+  }
+  s.written = true;
+  s.written_dtype = view.dtype;
+}
+
+std::vector<Value> Program::apply(const lowering::Rule& rule, std::vector<lowering::Arg> args,
+                                  const std::vector<Type>& out_types, DType compute_dtype, Value rng_key) {
+  lowering::Context ctx{b_};
+  ctx.args = std::move(args);
+  ctx.out_types = out_types;
+  ctx.compute_dtype = compute_dtype;
+  ctx.rng_key = rng_key;
+  std::vector<Value> results = rule(ctx);
+  if (results.size() != out_types.size()) {
+    throw ProgramError(label_ + ": lowering returned " + std::to_string(results.size()) +
+                       " results for " + std::to_string(out_types.size()) + " outputs");
+  }
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!results[r].valid()) continue;
+    results[r] = hlo::convert(b_, results[r], out_types[r].dtype);
+    if (results[r].shape() != out_types[r].shape) {
+      throw ProgramError(label_ + ": lowering produced shape " + results[r].type.str() +
+                         " but PyTorch expects " + out_types[r].str());
+    }
+  }
+  return results;
+}
+
+void Program::output(Value value, int binding, const std::vector<int64_t>& memory_order, LayoutPolicy policy) {
+  Value dense = hlo::transpose(b_, value, memory_order);
+  if (policy == LayoutPolicy::Flat) dense = hlo::reshape(b_, dense, {dense.type.numel()});
+  Result r{Result::Kind::Output, binding, dense.dtype(), Layout{dense.shape()}, ""};
+  outputs_.emplace_back(dense, std::move(r));
+}
+
+Module Program::finish() {
+  Module m;
+  std::vector<Value> values;
+  for (const auto& [value, result] : outputs_) {
+    values.push_back(value);
+    m.results.push_back(result);
+  }
+  for (const SlotState& s : slots_) {
+    if (!s.written) continue;
+    Value v = hlo::bitcast_convert(b_, s.current, s.written_dtype);
+    // Donation: the parameter's buffer becomes this result (same type required).
+    if (s.arg_position >= 0 && s.written_dtype == s.slot.dtype) {
+      b_.set_alias(static_cast<size_t>(s.arg_position), static_cast<int>(values.size()));
+    }
+    values.push_back(v);
+    m.results.push_back({Result::Kind::Storage, s.slot.binding, s.written_dtype, s.slot.layout, ""});
+  }
+  for (const auto& [failed, message] : b_.assertions()) {
+    values.push_back(hlo::reshape(b_, failed, {}));
+    m.results.push_back({Result::Kind::Assertion, 0, DType::Pred, Layout{{}}, label_ + ": " + message});
+  }
+  m.text = b_.module(values);
+  m.params = params_;
+  return m;
+}
+
+}  // namespace tpu::program
