@@ -78,7 +78,8 @@ std::string Builder::region(const std::vector<Type>& arg_types, const RegionBody
 }
 
 std::string Builder::module(const std::vector<Value>& results, int num_partitions,
-                            const std::vector<std::string>& result_shardings) const {
+                            const std::vector<std::string>& result_shardings,
+                            const std::vector<std::string>& result_layout_modes) const {
   std::string s = "module @torch_tpu attributes {mhlo.num_partitions = " +
                   std::to_string(num_partitions) + " : i32, mhlo.num_replicas = 1 : i32} {\n";
   s += "  func.func public @main(";
@@ -92,14 +93,24 @@ std::string Builder::module(const std::vector<Value>& results, int num_partition
       attrs += std::string(attrs.empty() ? "" : ", ") + "mhlo.sharding = \"" +
                arg_options_[i].sharding + "\"";
     }
+    if (!arg_options_[i].layout_mode.empty()) {
+      attrs += std::string(attrs.empty() ? "" : ", ") + "mhlo.layout_mode = \"" +
+               arg_options_[i].layout_mode + "\"";
+    }
     if (!attrs.empty()) s += " {" + attrs + "}";
   }
   s += ") -> (";
   for (size_t i = 0; i < results.size(); ++i) {
     s += (i ? ", " : "") + results[i].type.str();
+    std::string attrs;
     if (i < result_shardings.size() && !result_shardings[i].empty()) {
-      s += " {mhlo.sharding = \"" + result_shardings[i] + "\"}";
+      attrs += "mhlo.sharding = \"" + result_shardings[i] + "\"";
     }
+    if (i < result_layout_modes.size() && !result_layout_modes[i].empty()) {
+      attrs += std::string(attrs.empty() ? "" : ", ") + "mhlo.layout_mode = \"" +
+               result_layout_modes[i] + "\"";
+    }
+    if (!attrs.empty()) s += " {" + attrs + "}";
   }
   s += ") {\n" + blocks_.front() + "    \"func.return\"(";
   for (size_t i = 0; i < results.size(); ++i) s += (i ? ", " : "") + name_of(results[i]);

@@ -26,6 +26,9 @@ struct Value {
 struct ArgOptions {
   int alias_output = -1;     // donate this argument: its buffer becomes output N
   std::string sharding;      // mhlo.sharding, for SPMD modules
+  // mhlo.layout_mode as JAX emits it: "default", "auto" (the compiler picks the device
+  // layout) or a minor-to-major list such as "{0,1}"; empty prints no attribute.
+  std::string layout_mode;
 };
 
 class Builder {
@@ -58,9 +61,11 @@ class Builder {
   void assert_false(Value failed, std::string message);
   const std::vector<std::pair<Value, std::string>>& assertions() const { return assertions_; }
 
-  // The whole module, returning `results` from @main.
+  // The whole module, returning `results` from @main. result_layout_modes[i], when given and
+  // not empty, becomes result i's mhlo.layout_mode attribute (see ArgOptions::layout_mode).
   std::string module(const std::vector<Value>& results, int num_partitions = 1,
-                     const std::vector<std::string>& result_shardings = {}) const;
+                     const std::vector<std::string>& result_shardings = {},
+                     const std::vector<std::string>& result_layout_modes = {}) const;
   int num_ops() const { return num_ops_; }
 
  private:
