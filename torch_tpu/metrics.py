@@ -9,8 +9,15 @@ def counters() -> dict:
     stats = dict(_C._cache_stats())
     stats["fallbacks"] = dict(_C._fallback_counts())
     stats["ops"] = dict(_C._op_counts())
+    stats["recompiles"] = dict(_C._recompile_reasons())
     stats["aot"] = dict(_C._aot_check_stats())
     return stats
+
+
+def recompile_reasons() -> dict:
+    """{"op: argument i (name): what changed": count} for every compile of an op that already
+    had an executable (e.g. "add.Tensor: argument 0 (self): shape [2, 8] -> [2, 9] (dim 1)")."""
+    return dict(_C._recompile_reasons())
 
 
 def fallback_count() -> int:
@@ -36,6 +43,11 @@ def report() -> str:
     ]
     for op, n in sorted(s["fallbacks"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {op:<40} {n}")
+    recompiles = s["recompiles"]
+    if recompiles:
+        lines.append(f"  recompiles             {sum(recompiles.values())} (an op compiled again; top reasons)")
+        for reason, n in sorted(recompiles.items(), key=lambda kv: -kv[1])[:10]:
+            lines.append(f"    {n:>5}  {reason}")
     lines += aot_lines(s["aot"])
     top = sorted(s["ops"].items(), key=lambda kv: -kv[1])[:15]
     if top:

@@ -10,6 +10,7 @@
 #include "engine/device/guard.h"
 #include "engine/compile/metrics.h"
 #include "engine/device/runtime.h"
+#include "engine/device/storage.h"
 #include "engine/device/sync.h"
 #include "lowering/registry.h"
 
@@ -84,6 +85,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_op_counts", &plan_run_counts);
   m.def("_rules_used", &rules_used);
   m.def("_recompile_reasons", &recompile_reasons);
+  // The dims of the device buffer behind a tpu tensor's storage (its layout); [] if unwritten.
+  m.def("_storage_layout", [](const at::Tensor& t) {
+    StorageBuffer& s = storage_buffer(t);
+    return s.state() == StorageState::Unwritten ? std::vector<int64_t>{} : s.dims;
+  });
   m.def("_reset_metrics", &reset_metrics);
   m.def("_cache_dir", &cache_directory);
   m.def("_plugin_fingerprint", []() { return py::bytes(runtime().plugin_fingerprint()); });

@@ -65,7 +65,8 @@ TEST(Program, ClassifiesViews) {
   EXPECT_EQ(program::classify(shaped, {6, 4}, {1, 6}, 0), Access::Box);       // transpose
   EXPECT_EQ(program::classify(shaped, {2, 6}, {6, 1}, 6), Access::Box);       // rows 1..2
   EXPECT_EQ(program::classify(shaped, {4, 3}, {6, 2}, 1), Access::Box);       // [:, 1::2]
-  EXPECT_EQ(program::classify(shaped, {2, 6}, {6, 1}, 21), Access::Window);   // crosses rows
+  EXPECT_EQ(program::classify(shaped, {2, 6}, {6, 1}, 9), Access::Window);    // crosses rows
+  EXPECT_EQ(program::classify(flat, {2, 3}, {6, 1}, 14), Access::PaddedWindow);  // window runs past the end
   EXPECT_EQ(program::classify(flat, {3}, {2}, 0), Access::Box);               // flat[::2]
   EXPECT_EQ(program::classify(flat, {3, 3}, {1, 1}, 0), Access::Gather);      // overlapping
   EXPECT_EQ(program::classify(flat, {0, 6}, {6, 1}, 0), Access::Empty);
@@ -182,7 +183,9 @@ TEST(Program, RuleResultOfTheWrongShapeIsAnError) {
   program::Program p("bad");
   int s = p.storage({0, DType::F32, Layout{{4}}});
   Value x = p.read(s, view({4}, {1}, Layout{{4}}, 0));
-  EXPECT_THROW(p.apply(rule("relu"), {tensor(x)}, {program::Type(DType::F32, {5})}, DType::F32, {}),
+  // One result for two declared outputs.
+  EXPECT_THROW(p.apply(rule("relu"), {tensor(x)}, {program::Type(DType::F32, {4}), program::Type(DType::F32, {4})},
+                       DType::F32, {}),
                program::ProgramError);
   program::View expanded;
   expanded.sizes = {4, 4};
