@@ -3,14 +3,13 @@
 #include <cstdio>
 #include <limits>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
 using namespace hlo;
-
-DType acc_type(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
 
 std::vector<int64_t> expand(const std::vector<int64_t>& v, size_t n, int64_t dflt) {
   if (v.empty()) return std::vector<int64_t>(n, dflt);
@@ -252,7 +251,7 @@ std::vector<Value> convolution_backward(Context& c) {
   if (on(2)) {
     std::vector<int64_t> dims{0};
     for (int64_t i = 2; i < g.rank(); ++i) dims.push_back(i);
-    r[2] = convert(b, reduce(b, convert(b, g, acc_type(dt)), dims, "add"), dt);
+    r[2] = convert(b, reduce(b, convert(b, g, opmath(dt)), dims, "add"), dt);
   }
   return r;
 }
@@ -357,7 +356,7 @@ std::vector<Value> max_pool2d_with_indices_backward(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(1);
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   int64_t r = x.rank();
   int64_t H = x.shape()[r - 2], W = x.shape()[r - 1];
   int64_t B = 1;
@@ -410,7 +409,7 @@ std::vector<Value> avg_pool2d(Context& c) {
   std::vector<PoolGeom> g{pool_geom(H, a.k[0], a.s[0], a.p[0], 1, a.ceil_mode),
                           pool_geom(W, a.k[1], a.s[1], a.p[1], 1, a.ceil_mode)};
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value xf = convert(b, x, acc);
   Value xp = pool_pad(b, xf, g, constant(b, 0, acc));
   std::vector<std::pair<int64_t, int64_t>> nopad(r, {0, 0});
@@ -430,7 +429,7 @@ std::vector<Value> avg_pool2d_backward(Context& c) {
   std::vector<PoolGeom> g{pool_geom(H, a.k[0], a.s[0], a.p[0], 1, a.ceil_mode),
                           pool_geom(W, a.k[1], a.s[1], a.p[1], 1, a.ceil_mode)};
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value go = convert(b, c.tensor(0), acc);
   go = div(b, go, avg_divisor(b, c, a, H, W, g, c.bool_arg(6), 7, acc, go.shape()));
   // Dilate by the stride and pad so that a stride-1 window sum gives each input's windows.
@@ -499,7 +498,7 @@ std::vector<Value> adaptive_avg_pool2d(Context& c) {
   if (r != 3 && r != 4) throw std::invalid_argument("adaptive_avg_pool2d expects a 3-D or 4-D input");
   std::vector<int64_t> os = expand(c.ints(1), 2, 1);
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   int64_t H = x.shape()[r - 2], W = x.shape()[r - 1];
   Value xf = convert(b, x, acc);
   if (H % os[0] == 0 && W % os[1] == 0) {
@@ -520,7 +519,7 @@ std::vector<Value> adaptive_avg_pool2d_backward(Context& c) {
   Value g = c.tensor(0), x = c.tensor(1);
   int64_t r = x.rank();
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   int64_t H = x.shape()[r - 2], W = x.shape()[r - 1];
   int64_t OH = g.shape()[r - 2], OW = g.shape()[r - 1];
   Value mh = matrix(b, adaptive_matrix(H, OH), OH, H, acc);
@@ -591,7 +590,7 @@ Rule upsample_rule(int mode) {
     u.sw = u.has_sw ? c.double_arg(sarg + 1) : 0;
     bool align = mode == 1 && c.bool_arg(2);
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     Value y = separable(b, convert(b, x, acc), up_matrix(b, u, 0, mode, align, acc), up_matrix(b, u, 1, mode, align, acc));
     return std::vector<Value>{convert(b, y, out)};
   };
@@ -615,7 +614,7 @@ Rule upsample_backward_rule(int mode) {
     u.sw = u.has_sw ? c.double_arg(sarg + 1) : 0;
     bool align = mode == 1 && c.bool_arg(3);
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     Value y = separable(b, convert(b, g, acc), transpose2(b, up_matrix(b, u, 0, mode, align, acc)),
                         transpose2(b, up_matrix(b, u, 1, mode, align, acc)));
     return std::vector<Value>{convert(b, y, out)};
@@ -629,7 +628,7 @@ std::vector<Value> native_group_norm(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   DType out = c.out(0).dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   int64_t N = c.int_arg(3), C = c.int_arg(4), HW = c.int_arg(5), G = c.int_arg(6);
   if (G <= 0 || C % G != 0) throw std::invalid_argument("group_norm: channels must be divisible by groups");
   double eps = c.double_arg(7);
@@ -650,7 +649,7 @@ std::vector<Value> native_group_norm(Context& c) {
 std::vector<Value> native_group_norm_backward(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(1);
-  DType acc = acc_type(x.dtype());
+  DType acc = opmath(x.dtype());
   int64_t N = c.int_arg(5), C = c.int_arg(6), HW = c.int_arg(7), G = c.int_arg(8);
   int64_t Cg = C / G, D = Cg * HW;
   std::vector<int64_t> s4{N, G, Cg, HW};

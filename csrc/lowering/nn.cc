@@ -2,16 +2,13 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
 using namespace hlo;
-
-DType acc_type(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
-
-Value scalar_like(Builder& b, double v, const Value& x) { return constant(b, v, x.dtype(), x.shape()); }
 
 // Reduces `x` over `dim` and broadcasts the result back to x's shape.
 Value reduce_keep(Builder& b, Value x, int64_t dim, const std::string& kind) {
@@ -35,7 +32,7 @@ Rule softmax_rule(bool log) {
   return [log](Context& c) {
     Value x = c.tensor(0);
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     x = convert(c.b, x, acc);
     if (x.rank() == 0) {
       wrap_dim(c.int_arg(1), 0);
@@ -56,7 +53,7 @@ Rule softmax_rule(bool log) {
 Rule softmax_backward_rule(bool log) {
   return [log](Context& c) {
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     Value g = convert(c.b, c.tensor(0), acc), y = convert(c.b, c.tensor(1), acc);
     if (g.rank() == 0) {
       wrap_dim(c.int_arg(2), 0);
@@ -109,7 +106,7 @@ NllParts nll_parts(Context& c, Value x, Value target, bool has_weight, size_t we
 std::vector<Value> nll_loss_forward(Context& c) {
   Builder& b = c.b;
   DType out = c.out(0).dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value x = convert(b, c.tensor(0), acc);
   int64_t reduction = c.int_arg(3), ignore = c.int_arg(4);
   NllParts p = nll_parts(c, x, c.tensor(1), c.has(2), 2, ignore, acc);
@@ -134,7 +131,7 @@ std::vector<Value> nll_loss_forward(Context& c) {
 std::vector<Value> nll_loss_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value x = convert(b, c.tensor(1), acc);
   int64_t reduction = c.int_arg(4), ignore = c.int_arg(5);
   NllParts p = nll_parts(c, x, c.tensor(2), c.has(3), 3, ignore, acc);
@@ -158,7 +155,7 @@ std::vector<Value> nll_loss_backward(Context& c) {
 std::vector<Value> mse_loss(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   std::vector<int64_t> shape = broadcast_shapes(c.tensor(0).shape(), c.tensor(1).shape());
   Value x = cast_to(b, c.tensor(0), acc, shape), y = cast_to(b, c.tensor(1), acc, shape);
   Value d = sub(b, x, y);
@@ -178,7 +175,7 @@ std::vector<Value> mse_loss(Context& c) {
 std::vector<Value> mse_loss_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   const auto& shape = c.out().shape;
   Value x = cast_to(b, c.tensor(1), acc, shape), y = cast_to(b, c.tensor(2), acc, shape);
   Value g = cast_to(b, c.tensor(0), acc, shape);
@@ -225,7 +222,7 @@ std::vector<Value> native_dropout(Context& c) {
   Value u = uniform01(b, op_key(b, c.rng_key), x.shape());
   Value mask = compare(b, u, constant(b, 1.0 - p, DType::F32, x.shape()), "LT");
   double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value xf = convert(b, x, acc);
   Value r = mul(b, select(b, mask, xf, zeros(b, xf.type)), constant(b, scale, acc, x.shape()));
   return {convert(b, r, out), mask};
@@ -235,9 +232,9 @@ std::vector<Value> native_dropout(Context& c) {
 std::vector<Value> native_dropout_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  Value g = convert(b, c.tensor(0), acc_type(out));
+  Value g = convert(b, c.tensor(0), opmath(out));
   Value m = cast_to(b, c.tensor(1), DType::Pred, g.shape());
-  Value r = mul(b, select(b, m, g, zeros(b, g.type)), constant(b, c.double_arg(2), g.dtype(), g.shape()));
+  Value r = mul(b, select(b, m, g, zeros(b, g.type)), scalar_like(b, c.double_arg(2), g));
   return {convert(b, r, out)};
 }
 
@@ -246,7 +243,7 @@ std::vector<Value> native_layer_norm(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   DType out = c.out(0).dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   x = convert(b, x, acc);
   int64_t k = static_cast<int64_t>(c.ints(1).size());
   int64_t axis = x.rank() - k;
@@ -281,7 +278,7 @@ std::vector<Value> native_layer_norm(Context& c) {
 std::vector<Value> native_layer_norm_backward(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(1);
-  DType acc = acc_type(x.dtype());
+  DType acc = opmath(x.dtype());
   x = convert(b, x, acc);
   Value g = convert(b, c.tensor(0), acc);
   int64_t k = static_cast<int64_t>(c.ints(2).size());
