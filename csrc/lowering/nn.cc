@@ -1,4 +1,5 @@
-// Neural-network ops: softmax family, nll/mse losses, dropout, layer norm.
+// Neural-network ops: softmax family, nll/mse losses, dropout (layer and group norm are in
+// norm.cc).
 #include <cmath>
 #include <limits>
 
@@ -238,84 +239,7 @@ std::vector<Value> native_dropout_backward(Context& c) {
   return {convert(b, r, out)};
 }
 
-// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
-std::vector<Value> native_layer_norm(Context& c) {
-  Builder& b = c.b;
-  Value x = c.tensor(0);
-  DType out = c.out(0).dtype;
-  DType acc = opmath(out);
-  x = convert(b, x, acc);
-  int64_t k = static_cast<int64_t>(c.ints(1).size());
-  int64_t axis = x.rank() - k;
-  if (axis < 0) throw std::invalid_argument("normalized_shape has more dims than the input");
-  std::vector<int64_t> dims, kept;
-  int64_t n = 1;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i >= axis) {
-      dims.push_back(i);
-      n *= x.shape()[i];
-    } else {
-      kept.push_back(i);
-    }
-  }
-  auto back = [&](Value r) { return broadcast_in_dim(b, r, x.shape(), kept); };
-  Value sum = reduce(b, x, dims, "add");
-  Value mean = div(b, sum, constant(b, static_cast<double>(n), acc, sum.shape()));
-  Value d = sub(b, x, back(mean));
-  Value var = div(b, reduce(b, mul(b, d, d), dims, "add"), constant(b, static_cast<double>(n), acc, mean.shape()));
-  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
-  Value y = mul(b, d, back(rstd));
-  std::vector<int64_t> wdims;
-  for (int64_t i = axis; i < x.rank(); ++i) wdims.push_back(i);
-  if (c.has(2)) y = mul(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), x.shape(), wdims));
-  if (c.has(3)) y = add(b, y, broadcast_in_dim(b, convert(b, c.tensor(3), acc), x.shape(), wdims));
-  return {convert(b, y, out), reshape(b, mean, c.out(1).shape), reshape(b, rstd, c.out(2).shape)};
-}
-
-// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
-// output_mask[3]) -> (grad_input, grad_weight, grad_bias); masked-off outputs are undefined
-// (the driver drops whatever is returned for them).
-std::vector<Value> native_layer_norm_backward(Context& c) {
-  Builder& b = c.b;
-  Value x = c.tensor(1);
-  DType acc = opmath(x.dtype());
-  x = convert(b, x, acc);
-  Value g = convert(b, c.tensor(0), acc);
-  int64_t k = static_cast<int64_t>(c.ints(2).size());
-  int64_t axis = x.rank() - k;
-  std::vector<int64_t> dims, kept, wdims;
-  int64_t n = 1;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i >= axis) {
-      dims.push_back(i);
-      wdims.push_back(i);
-      n *= x.shape()[i];
-    } else {
-      kept.push_back(i);
-    }
-  }
-  auto stat = [&](size_t i) {  // mean/rstd come shaped [batch..., 1...]
-    Value v = convert(b, c.tensor(i), acc);
-    std::vector<int64_t> batch;
-    for (int64_t d : kept) batch.push_back(x.shape()[d]);
-    return broadcast_in_dim(b, reshape(b, v, batch), x.shape(), kept);
-  };
-  auto mean_over = [&](Value v) {
-    Value s = reduce(b, v, dims, "add");
-    s = div(b, s, constant(b, static_cast<double>(n), acc, s.shape()));
-    return broadcast_in_dim(b, s, x.shape(), kept);
-  };
-  Value rstd = stat(4);
-  Value x_hat = mul(b, sub(b, x, stat(3)), rstd);
-  Value gw = c.has(5) ? mul(b, g, broadcast_in_dim(b, convert(b, c.tensor(5), acc), x.shape(), wdims)) : g;
-  Value grad_input = mul(b, rstd, sub(b, sub(b, gw, mean_over(gw)), mul(b, x_hat, mean_over(mul(b, gw, x_hat)))));
-  Value grad_weight = reduce(b, mul(b, g, x_hat), kept, "add");
-  Value grad_bias = reduce(b, g, kept, "add");
-  return {grad_input, grad_weight, grad_bias};
-}
-
 const Registrar registrar({
-    {"native_layer_norm_backward", native_layer_norm_backward},
     {"_softmax", softmax_rule(false)},
     {"_log_softmax", softmax_rule(true)},
     {"_softmax_backward_data", softmax_backward_rule(false)},
@@ -331,7 +255,6 @@ const Registrar registrar({
     {"mse_loss_backward.grad_input", mse_loss_backward},
     {"native_dropout", native_dropout},
     {"native_dropout_backward", native_dropout_backward},
-    {"native_layer_norm", native_layer_norm},
 });
 
 }  // namespace
