@@ -6,9 +6,11 @@
 // op itself with TPU_LAUNCH_BLOCKING=1 - like CUDA's device-side asserts. The values computed
 // meanwhile follow XLA: gather clamps the index, scatter drops the update.
 //
-// Data-dependent shapes are not lowered: a bool/byte mask in index.Tensor (x[mask]) goes to
-// the CPU fallback, as do nonzero, masked_select and unique. index_put with one bool mask and a
-// single value (x[mask] = v) has a static shape and is lowered as a select.
+// Data-dependent shapes are not lowered here: a bool/byte tpu mask in index.Tensor (x[mask])
+// goes to the CPU fallback (a CPU mask is turned into coordinates on the host before the rule
+// runs, engine/boxed_kernel.cc); nonzero, masked_select and unique have explicit kernels
+// (engine/data_dependent.cc). index_put with one bool mask and a single value (x[mask] = v) has
+// a static shape and is lowered as a select.
 #include <algorithm>
 #include <numeric>
 
