@@ -1,4 +1,4 @@
-"""Which PJRT plugin runs under the `tpu` device (DESIGN.md section 1).
+"""Which PJRT plugin runs under the `tpu` device (docs/ARCHITECTURE.md, "Plugin selection").
 
 Order: TORCH_TPU_PJRT_PLUGIN=/path.so; libtpu when a TPU is on the PCI bus (never loaded
 otherwise: it can hang querying cloud metadata); else the XLA CPU plugin.

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -10,7 +11,6 @@ namespace {
 using namespace hlo;
 
 // PyTorch computes float16/bfloat16 element-wise math in float32 and rounds once at the end.
-DType opmath(DType t) { return t == DType::BF16 || t == DType::F16 ? DType::F32 : t; }
 DType out_math(Context& c) { return opmath(c.out().dtype); }
 
 // Operand i converted to `dtype` and broadcast to the output shape.
@@ -66,8 +66,6 @@ Rule logical_rule(const std::string& op) {
     return std::vector<Value>{convert(c.b, r, c.out().dtype)};
   };
 }
-
-Value scalar_like(Builder& b, double v, const Value& x) { return constant(b, v, x.dtype(), x.shape()); }
 
 Value trunc(Builder& b, Value x) {
   Value neg = compare(b, x, scalar_like(b, 0, x), "LT");

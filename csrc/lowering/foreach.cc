@@ -12,14 +12,13 @@
 #include <functional>
 #include <limits>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
 using namespace hlo;
-
-DType opmath(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
 
 // Element i of argument a: a list entry, or the same tensor / runtime scalar for every i.
 Value elem(Context& c, size_t a, size_t i) {
@@ -133,7 +132,7 @@ std::vector<Value> norm(Context& c) {
   return out;
 }
 
-Value reciprocal(Builder& b, Value x) { return div(b, constant(b, 1, x.dtype(), x.shape()), x); }
+Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
 
 const Registrar registrar({
     {"_foreach_add.Scalar", binary("stablehlo.add")},

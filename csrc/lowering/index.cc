@@ -6,12 +6,15 @@
 // op itself with TPU_LAUNCH_BLOCKING=1 - like CUDA's device-side asserts. The values computed
 // meanwhile follow XLA: gather clamps the index, scatter drops the update.
 //
-// Data-dependent shapes are not lowered: a bool/byte mask in index.Tensor (x[mask]) goes to
-// the CPU fallback, as do nonzero, masked_select and unique. index_put with one bool mask and a
-// single value (x[mask] = v) has a static shape and is lowered as a select.
+// Data-dependent shapes are not lowered here: a bool/byte tpu mask in index.Tensor (x[mask])
+// goes to the CPU fallback (a CPU mask is turned into coordinates on the host before the rule
+// runs, engine/boxed_kernel.cc); nonzero, masked_select and unique have explicit kernels
+// (engine/data_dependent.cc). index_put with one bool mask and a single value (x[mask] = v) has
+// a static shape and is lowered as a select.
 #include <algorithm>
 #include <numeric>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -28,8 +31,8 @@ int64_t numel(const std::vector<int64_t>& s) {
 // Asserts lo <= idx < hi for every entry (reported on the host at the next sync).
 void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size) {
   if (idx.type.numel() == 0) return;
-  Value low = compare(b, idx, constant(b, static_cast<double>(lo), idx.dtype(), idx.shape()), "LT");
-  Value high = compare(b, idx, constant(b, static_cast<double>(hi), idx.dtype(), idx.shape()), "GE");
+  Value low = compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), "LT");
+  Value high = compare(b, idx, scalar_like(b, static_cast<double>(hi), idx), "GE");
   Value bad = binary(b, "stablehlo.or", low, high);
   std::vector<int64_t> all(idx.rank());
   std::iota(all.begin(), all.end(), 0);
@@ -399,7 +402,7 @@ std::vector<Value> embedding_dense_backward(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
   DType t = out.dtype;
-  DType acc = (t == DType::BF16 || t == DType::F16) ? DType::F32 : t;
+  DType acc = opmath(t);
   Value idx = convert(b, c.tensor(1), DType::S64);
   int64_t n = numel(idx.shape());
   int64_t dim = out.shape[1];

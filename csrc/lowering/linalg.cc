@@ -7,6 +7,7 @@
 // accumulate in their own integer type (wrapping like PyTorch), bf16/f16 products are returned
 // in the low-precision type while XLA accumulates in f32 internally (like PyTorch's CPU/CUDA
 // kernels). float32 products request HIGHEST precision (see hlo::dot_general).
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -22,9 +23,7 @@ void check_not_complex(DType t, const char* op) {
 
 // beta * self + alpha * product, with PyTorch's rule that beta == 0 ignores self entirely
 // (NaN/Inf in self must not propagate) and alpha == 1 / beta == 1 being exact.
-// Low-precision floats are combined in float32 and rounded once, like PyTorch's opmath.
-DType opmath(DType t) { return t == DType::BF16 || t == DType::F16 ? DType::F32 : t; }
-
+// Low-precision floats are combined in float32 and rounded once (opmath).
 Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t alpha_i) {
   Builder& b = c.b;
   const Type out(opmath(c.out().dtype), c.out().shape);

@@ -1,17 +1,15 @@
-// Neural-network ops: softmax family, nll/mse losses, dropout, layer norm.
+// Neural-network ops: softmax family, nll/mse losses, dropout (layer and group norm are in
+// norm.cc).
 #include <cmath>
 #include <limits>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
 using namespace hlo;
-
-DType acc_type(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
-
-Value scalar_like(Builder& b, double v, const Value& x) { return constant(b, v, x.dtype(), x.shape()); }
 
 // Reduces `x` over `dim` and broadcasts the result back to x's shape.
 Value reduce_keep(Builder& b, Value x, int64_t dim, const std::string& kind) {
@@ -35,7 +33,7 @@ Rule softmax_rule(bool log) {
   return [log](Context& c) {
     Value x = c.tensor(0);
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     x = convert(c.b, x, acc);
     if (x.rank() == 0) {
       wrap_dim(c.int_arg(1), 0);
@@ -56,7 +54,7 @@ Rule softmax_rule(bool log) {
 Rule softmax_backward_rule(bool log) {
   return [log](Context& c) {
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     Value g = convert(c.b, c.tensor(0), acc), y = convert(c.b, c.tensor(1), acc);
     if (g.rank() == 0) {
       wrap_dim(c.int_arg(2), 0);
@@ -109,7 +107,7 @@ NllParts nll_parts(Context& c, Value x, Value target, bool has_weight, size_t we
 std::vector<Value> nll_loss_forward(Context& c) {
   Builder& b = c.b;
   DType out = c.out(0).dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value x = convert(b, c.tensor(0), acc);
   int64_t reduction = c.int_arg(3), ignore = c.int_arg(4);
   NllParts p = nll_parts(c, x, c.tensor(1), c.has(2), 2, ignore, acc);
@@ -134,7 +132,7 @@ std::vector<Value> nll_loss_forward(Context& c) {
 std::vector<Value> nll_loss_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value x = convert(b, c.tensor(1), acc);
   int64_t reduction = c.int_arg(4), ignore = c.int_arg(5);
   NllParts p = nll_parts(c, x, c.tensor(2), c.has(3), 3, ignore, acc);
@@ -158,7 +156,7 @@ std::vector<Value> nll_loss_backward(Context& c) {
 std::vector<Value> mse_loss(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   std::vector<int64_t> shape = broadcast_shapes(c.tensor(0).shape(), c.tensor(1).shape());
   Value x = cast_to(b, c.tensor(0), acc, shape), y = cast_to(b, c.tensor(1), acc, shape);
   Value d = sub(b, x, y);
@@ -178,7 +176,7 @@ std::vector<Value> mse_loss(Context& c) {
 std::vector<Value> mse_loss_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   const auto& shape = c.out().shape;
   Value x = cast_to(b, c.tensor(1), acc, shape), y = cast_to(b, c.tensor(2), acc, shape);
   Value g = cast_to(b, c.tensor(0), acc, shape);
@@ -225,7 +223,7 @@ std::vector<Value> native_dropout(Context& c) {
   Value u = uniform01(b, op_key(b, c.rng_key), x.shape());
   Value mask = compare(b, u, constant(b, 1.0 - p, DType::F32, x.shape()), "LT");
   double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   Value xf = convert(b, x, acc);
   Value r = mul(b, select(b, mask, xf, zeros(b, xf.type)), constant(b, scale, acc, x.shape()));
   return {convert(b, r, out), mask};
@@ -235,90 +233,13 @@ std::vector<Value> native_dropout(Context& c) {
 std::vector<Value> native_dropout_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  Value g = convert(b, c.tensor(0), acc_type(out));
+  Value g = convert(b, c.tensor(0), opmath(out));
   Value m = cast_to(b, c.tensor(1), DType::Pred, g.shape());
-  Value r = mul(b, select(b, m, g, zeros(b, g.type)), constant(b, c.double_arg(2), g.dtype(), g.shape()));
+  Value r = mul(b, select(b, m, g, zeros(b, g.type)), scalar_like(b, c.double_arg(2), g));
   return {convert(b, r, out)};
 }
 
-// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
-std::vector<Value> native_layer_norm(Context& c) {
-  Builder& b = c.b;
-  Value x = c.tensor(0);
-  DType out = c.out(0).dtype;
-  DType acc = acc_type(out);
-  x = convert(b, x, acc);
-  int64_t k = static_cast<int64_t>(c.ints(1).size());
-  int64_t axis = x.rank() - k;
-  if (axis < 0) throw std::invalid_argument("normalized_shape has more dims than the input");
-  std::vector<int64_t> dims, kept;
-  int64_t n = 1;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i >= axis) {
-      dims.push_back(i);
-      n *= x.shape()[i];
-    } else {
-      kept.push_back(i);
-    }
-  }
-  auto back = [&](Value r) { return broadcast_in_dim(b, r, x.shape(), kept); };
-  Value sum = reduce(b, x, dims, "add");
-  Value mean = div(b, sum, constant(b, static_cast<double>(n), acc, sum.shape()));
-  Value d = sub(b, x, back(mean));
-  Value var = div(b, reduce(b, mul(b, d, d), dims, "add"), constant(b, static_cast<double>(n), acc, mean.shape()));
-  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
-  Value y = mul(b, d, back(rstd));
-  std::vector<int64_t> wdims;
-  for (int64_t i = axis; i < x.rank(); ++i) wdims.push_back(i);
-  if (c.has(2)) y = mul(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), x.shape(), wdims));
-  if (c.has(3)) y = add(b, y, broadcast_in_dim(b, convert(b, c.tensor(3), acc), x.shape(), wdims));
-  return {convert(b, y, out), reshape(b, mean, c.out(1).shape), reshape(b, rstd, c.out(2).shape)};
-}
-
-// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
-// output_mask[3]) -> (grad_input, grad_weight, grad_bias); masked-off outputs are undefined
-// (the driver drops whatever is returned for them).
-std::vector<Value> native_layer_norm_backward(Context& c) {
-  Builder& b = c.b;
-  Value x = c.tensor(1);
-  DType acc = acc_type(x.dtype());
-  x = convert(b, x, acc);
-  Value g = convert(b, c.tensor(0), acc);
-  int64_t k = static_cast<int64_t>(c.ints(2).size());
-  int64_t axis = x.rank() - k;
-  std::vector<int64_t> dims, kept, wdims;
-  int64_t n = 1;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i >= axis) {
-      dims.push_back(i);
-      wdims.push_back(i);
-      n *= x.shape()[i];
-    } else {
-      kept.push_back(i);
-    }
-  }
-  auto stat = [&](size_t i) {  // mean/rstd come shaped [batch..., 1...]
-    Value v = convert(b, c.tensor(i), acc);
-    std::vector<int64_t> batch;
-    for (int64_t d : kept) batch.push_back(x.shape()[d]);
-    return broadcast_in_dim(b, reshape(b, v, batch), x.shape(), kept);
-  };
-  auto mean_over = [&](Value v) {
-    Value s = reduce(b, v, dims, "add");
-    s = div(b, s, constant(b, static_cast<double>(n), acc, s.shape()));
-    return broadcast_in_dim(b, s, x.shape(), kept);
-  };
-  Value rstd = stat(4);
-  Value x_hat = mul(b, sub(b, x, stat(3)), rstd);
-  Value gw = c.has(5) ? mul(b, g, broadcast_in_dim(b, convert(b, c.tensor(5), acc), x.shape(), wdims)) : g;
-  Value grad_input = mul(b, rstd, sub(b, sub(b, gw, mean_over(gw)), mul(b, x_hat, mean_over(mul(b, gw, x_hat)))));
-  Value grad_weight = reduce(b, mul(b, g, x_hat), kept, "add");
-  Value grad_bias = reduce(b, g, kept, "add");
-  return {grad_input, grad_weight, grad_bias};
-}
-
 const Registrar registrar({
-    {"native_layer_norm_backward", native_layer_norm_backward},
     {"_softmax", softmax_rule(false)},
     {"_log_softmax", softmax_rule(true)},
     {"_softmax_backward_data", softmax_backward_rule(false)},
@@ -334,7 +255,6 @@ const Registrar registrar({
     {"mse_loss_backward.grad_input", mse_loss_backward},
     {"native_dropout", native_dropout},
     {"native_dropout_backward", native_dropout_backward},
-    {"native_layer_norm", native_layer_norm},
 });
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Random ops (normal_, uniform_, bernoulli, random_, exponential_, multinomial, randperm) and
-// factories (arange, linspace, eye).
+// Random ops (normal_, uniform_, bernoulli, random_, exponential_, multinomial, randperm).
+// The non-random factories (arange, linspace, eye) are in factories.cc.
 //
 // Random ops draw from stablehlo.rng_bit_generator keyed by the device generator: the driver
 // passes ctx.rng_key = (seed, per-op counter); op_key() spreads the counter so successive ops
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -54,14 +55,12 @@ Value uniform01(Builder& b, Value& key, const std::vector<int64_t>& shape, DType
   return sub(b, bitcast_convert(b, one, DType::F32), constant(b, 1, DType::F32, shape));
 }
 
-DType float_acc(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
-
 // normal_(self, mean, std, generator): Box-Muller.
 std::vector<Value> normal(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
   if (!is_float(out.dtype)) throw NotLowerable("normal_ on a non-float tensor");
-  DType acc = float_acc(out.dtype);
+  DType acc = float_opmath(out.dtype);
   Value key = key_of(c);
   Value u1 = uniform01(b, key, out.shape, acc);
   Value u2 = uniform01(b, key, out.shape, acc);
@@ -80,7 +79,7 @@ std::vector<Value> uniform(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
   if (!is_float(out.dtype)) throw NotLowerable("uniform_ on a non-float tensor");
-  DType acc = float_acc(out.dtype);
+  DType acc = float_opmath(out.dtype);
   double from = c.has(1) ? c.double_arg(1) : 0.0, to = c.has(2) ? c.double_arg(2) : 1.0;
   if (from > to) throw std::invalid_argument("uniform_ expects to return a [from, to) range, but found from=" + std::to_string(from) + " > to=" + std::to_string(to));
   Value key = key_of(c);
@@ -101,7 +100,7 @@ std::vector<Value> exponential(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
   if (!is_float(out.dtype)) throw NotLowerable("exponential_ on a non-float tensor");
-  DType acc = float_acc(out.dtype);
+  DType acc = float_opmath(out.dtype);
   double lambd = c.has(1) ? c.double_arg(1) : 1.0;
   if (!(lambd > 0)) throw std::invalid_argument("exponential_ expects lambda > 0.0, but found lambda=" + std::to_string(lambd));
   Value key = key_of(c);
@@ -117,7 +116,7 @@ std::vector<Value> bernoulli_float(Context& c) {
   double p = c.has(1) ? c.double_arg(1) : 0.5;
   if (p < 0 || p > 1) throw std::invalid_argument("bernoulli_ expects p to be in [0, 1], but got p=" + std::to_string(p));
   Value key = key_of(c);
-  Value u = uniform01(b, key, out.shape, DType::F64 == out.dtype ? DType::F64 : DType::F32);
+  Value u = uniform01(b, key, out.shape, float_opmath(out.dtype));
   Value r = compare(b, u, constant(b, p, u.dtype(), out.shape), "LT");
   return {convert(b, r, out.dtype)};
 }
@@ -128,7 +127,7 @@ Rule bernoulli_tensor(size_t p_arg) {
     Builder& b = c.b;
     const Type& out = c.out();
     Value key = key_of(c);
-    DType acc = c.tensor(p_arg).dtype() == DType::F64 ? DType::F64 : DType::F32;
+    DType acc = float_opmath(c.tensor(p_arg).dtype());
     Value u = uniform01(b, key, out.shape, acc);
     Value p = cast_to(b, c.tensor(p_arg), acc, out.shape);
     return std::vector<Value>{convert(b, compare(b, u, p, "LT"), out.dtype)};
@@ -197,7 +196,7 @@ std::vector<Value> multinomial(Context& c) {
   int64_t s = c.int_arg(1);
   bool replacement = c.bool_arg(2);
   if (p.rank() < 1 || p.rank() > 2) throw std::invalid_argument("prob_dist must be 1 or 2 dim");
-  DType acc = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  DType acc = float_opmath(p.dtype());
   int64_t n = p.rank() == 2 ? p.shape()[0] : 1;
   int64_t cats = p.shape().back();
   if (!replacement && s > cats) throw std::invalid_argument("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
@@ -239,51 +238,6 @@ std::vector<Value> randperm(Context& c) {
   return {convert(b, sorted[1], c.out().dtype)};
 }
 
-// Float math type for factories.
-DType factory_acc(DType out) { return out == DType::F64 ? DType::F64 : DType::F32; }
-
-// arange.start_out(start, end, step, out): value = start + i * step.
-std::vector<Value> arange(Context& c, bool has_start) {
-  Builder& b = c.b;
-  const Type& out = c.out();
-  int64_t n = out.shape.at(0);
-  Value start = has_start ? c.tensor(0) : constant(b, 0, DType::S64);
-  Value step = has_start ? c.tensor(2) : constant(b, 1, DType::S64);
-  bool integral = !is_float(out.dtype) && is_integer(start.dtype()) && is_integer(step.dtype());
-  DType acc = integral ? DType::S64 : factory_acc(out.dtype);
-  if (is_integer(out.dtype) && !integral) acc = DType::F64;
-  Value i = iota(b, Type(acc, {n}), 0);
-  Value r = add(b, broadcast_in_dim(b, convert(b, start, acc), {n}, {}),
-                mul(b, i, broadcast_in_dim(b, convert(b, step, acc), {n}, {})));
-  return {convert(b, r, out.dtype)};
-}
-
-// linspace.out(start, end, steps, out)
-std::vector<Value> linspace(Context& c) {
-  Builder& b = c.b;
-  const Type& out = c.out();
-  int64_t n = out.shape.at(0);
-  DType acc = factory_acc(out.dtype);
-  if (n == 0) return {zeros(b, out)};
-  Value start = broadcast_in_dim(b, convert(b, c.tensor(0), acc), {n}, {});
-  Value end = broadcast_in_dim(b, convert(b, c.tensor(1), acc), {n}, {});
-  if (n == 1) return {convert(b, start, out.dtype)};
-  Value step = div(b, sub(b, end, start), constant(b, static_cast<double>(n - 1), acc, {n}));
-  Value i = iota(b, Type(acc, {n}), 0);
-  Value lo = add(b, start, mul(b, i, step));
-  Value hi = sub(b, end, mul(b, sub(b, constant(b, static_cast<double>(n - 1), acc, {n}), i), step));
-  Value first_half = compare(b, i, constant(b, static_cast<double>(n / 2), acc, {n}), "LT");
-  return {convert(b, select(b, first_half, lo, hi), out.dtype)};
-}
-
-// eye.out(n, out) / eye.m_out(n, m, out)
-std::vector<Value> eye(Context& c) {
-  Builder& b = c.b;
-  const Type& out = c.out();
-  Value r = iota(b, Type(DType::S64, out.shape), 0), col = iota(b, Type(DType::S64, out.shape), 1);
-  return {convert(b, compare(b, r, col, "EQ"), out.dtype)};
-}
-
 const Registrar registrar({
     {"normal", normal},
     {"normal_", normal},
@@ -305,11 +259,6 @@ const Registrar registrar({
     {"random_", random_default},
     {"multinomial", multinomial},
     {"randperm.generator_out", randperm},
-    {"arange.start_out", [](Context& c) { return arange(c, true); }},
-    {"arange.out", [](Context& c) { return arange(c, false); }},
-    {"linspace.out", linspace},
-    {"eye.out", eye},
-    {"eye.m_out", eye},
 });
 
 }  // namespace

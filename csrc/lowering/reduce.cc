@@ -3,15 +3,13 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
 namespace {
 
 using namespace hlo;
-
-// The accumulation type for a result of type `t`: half floats accumulate in f32.
-DType acc_type(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
 
 // Reduced dimensions of argument `i` (an int, int list or None; empty/None means all).
 std::vector<int64_t> reduce_dims(const Context& c, size_t i, int64_t rank) {
@@ -47,7 +45,7 @@ Value extreme_reduce(Builder& b, Value x, const std::vector<int64_t>& dims, cons
   Value r = reduce(b, x, dims, kind);
   if (!is_float(x.dtype()) || dims.empty()) return r;
   Value any_nan = reduce(b, compare(b, x, x, "NE"), dims, "or");
-  return select(b, any_nan, constant(b, std::nan(""), x.dtype(), r.shape()), r);
+  return select(b, any_nan, scalar_like(b, std::nan(""), r), r);
 }
 
 // Reduction of x over dims, reshaped to the output shape (handles keepdim).
@@ -76,7 +74,7 @@ Rule accumulate_rule(const std::string& kind, size_t dim_arg) {
   return [kind, dim_arg](Context& c) {
     Value x = c.tensor(0);
     DType out = c.out().dtype;
-    DType acc = acc_type(out);
+    DType acc = opmath(out);
     std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
     Value r = reduce_to(c.b, convert(c.b, x, acc), dims, kind, c.out().shape);
     return std::vector<Value>{convert(c.b, r, out)};
@@ -87,7 +85,7 @@ constexpr size_t kNoDim = 1000;
 std::vector<Value> mean_impl(Context& c, size_t dim_arg) {
   Value x = c.tensor(0);
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
   Value s = reduce_to(c.b, convert(c.b, x, acc), dims, "add", c.out().shape);
   Value n = constant(c.b, static_cast<double>(count(x, dims)), acc, c.out().shape);
@@ -202,7 +200,7 @@ Rule var_rule(bool take_sqrt, bool with_mean) {
     std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
     bool keepdim = c.has(3) && c.bool_arg(3);
     (void)keepdim;
-    DType acc = acc_type(c.out().dtype);
+    DType acc = opmath(c.out().dtype);
     auto [var, mean] = var_mean_impl(c, x, dims, acc);
     if (take_sqrt) var = unary(c.b, "stablehlo.sqrt", var);
     std::vector<Value> r{reshape(c.b, var, c.out(0).shape)};
@@ -216,7 +214,7 @@ std::vector<Value> vector_norm(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   DType out = c.out().dtype;
-  DType acc = acc_type(real_part(out));
+  DType acc = opmath(real_part(out));
   std::vector<int64_t> dims = reduce_dims(c, 2, x.rank());
   Value a = unary(b, "stablehlo.abs", convert(b, x, acc));
   if (is_complex(x.dtype())) throw NotLowerable("complex vector_norm");
@@ -245,7 +243,7 @@ std::vector<Value> logsumexp(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   DType out = c.out().dtype;
-  DType acc = acc_type(out);
+  DType acc = opmath(out);
   x = convert(b, x, acc);
   std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
   double inf = std::numeric_limits<double>::infinity();
@@ -278,7 +276,7 @@ Rule scan_rule(const std::string& kind) {
       return std::vector<Value>{convert(c.b, x, out)};
     }
     int64_t dim = wrap_dim(c.int_arg(1), x.rank());
-    Value r = scan(c.b, convert(c.b, x, acc_type(out)), dim, kind);
+    Value r = scan(c.b, convert(c.b, x, opmath(out)), dim, kind);
     return std::vector<Value>{convert(c.b, r, out)};
   };
 }

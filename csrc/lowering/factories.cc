@@ -1,0 +1,64 @@
+// Non-random factories: arange, linspace, eye (out= overloads).
+#include <cstdint>
+#include <vector>
+
+#include "lowering/math_helpers.h"
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+// arange.start_out(start, end, step, out): value = start + i * step.
+std::vector<Value> arange(Context& c, bool has_start) {
+  Builder& b = c.b;
+  const Type& out = c.out();
+  int64_t n = out.shape.at(0);
+  Value start = has_start ? c.tensor(0) : constant(b, 0, DType::S64);
+  Value step = has_start ? c.tensor(2) : constant(b, 1, DType::S64);
+  bool integral = !is_float(out.dtype) && is_integer(start.dtype()) && is_integer(step.dtype());
+  DType acc = integral ? DType::S64 : float_opmath(out.dtype);
+  if (is_integer(out.dtype) && !integral) acc = DType::F64;
+  Value i = iota(b, Type(acc, {n}), 0);
+  Value r = add(b, broadcast_in_dim(b, convert(b, start, acc), {n}, {}),
+                mul(b, i, broadcast_in_dim(b, convert(b, step, acc), {n}, {})));
+  return {convert(b, r, out.dtype)};
+}
+
+// linspace.out(start, end, steps, out)
+std::vector<Value> linspace(Context& c) {
+  Builder& b = c.b;
+  const Type& out = c.out();
+  int64_t n = out.shape.at(0);
+  DType acc = float_opmath(out.dtype);
+  if (n == 0) return {zeros(b, out)};
+  Value start = broadcast_in_dim(b, convert(b, c.tensor(0), acc), {n}, {});
+  Value end = broadcast_in_dim(b, convert(b, c.tensor(1), acc), {n}, {});
+  if (n == 1) return {convert(b, start, out.dtype)};
+  Value step = div(b, sub(b, end, start), constant(b, static_cast<double>(n - 1), acc, {n}));
+  Value i = iota(b, Type(acc, {n}), 0);
+  Value lo = add(b, start, mul(b, i, step));
+  Value hi = sub(b, end, mul(b, sub(b, constant(b, static_cast<double>(n - 1), acc, {n}), i), step));
+  Value first_half = compare(b, i, constant(b, static_cast<double>(n / 2), acc, {n}), "LT");
+  return {convert(b, select(b, first_half, lo, hi), out.dtype)};
+}
+
+// eye.out(n, out) / eye.m_out(n, m, out)
+std::vector<Value> eye(Context& c) {
+  Builder& b = c.b;
+  const Type& out = c.out();
+  Value r = iota(b, Type(DType::S64, out.shape), 0), col = iota(b, Type(DType::S64, out.shape), 1);
+  return {convert(b, compare(b, r, col, "EQ"), out.dtype)};
+}
+
+const Registrar registrar({
+    {"arange.start_out", [](Context& c) { return arange(c, true); }},
+    {"arange.out", [](Context& c) { return arange(c, false); }},
+    {"linspace.out", linspace},
+    {"eye.out", eye},
+    {"eye.m_out", eye},
+});
+
+}  // namespace
+}  // namespace tpu::lowering

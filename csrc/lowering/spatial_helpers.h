@@ -1,0 +1,26 @@
+// Helpers shared by the spatial rule files (conv.cc, pooling.cc, upsampling.cc): parameter
+// lists, window arithmetic and separable linear maps over the last two dims.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace tpu::lowering::spatial {
+
+// A conv/pool parameter list of n values: empty -> n copies of dflt, one value -> n copies of it.
+std::vector<int64_t> expand(const std::vector<int64_t>& v, size_t n, int64_t dflt);
+// lo, lo + 1, ..., hi - 1.
+std::vector<int64_t> range(int64_t lo, int64_t hi);
+// The extent of s positions dilated by d.
+int64_t dilate(int64_t s, int64_t d);
+
+// A constant [rows, cols] matrix of dtype f32 (or f64).
+hlo::Value matrix(hlo::Builder& b, const std::vector<double>& m, int64_t rows, int64_t cols, hlo::DType dt);
+// y[..., o, p] = sum_{h, w} Mh[o, h] * x[..., h, w] * Mw[p, w]
+hlo::Value separable(hlo::Builder& b, hlo::Value x, hlo::Value mh, hlo::Value mw);
+// The transpose of a 2-D matrix.
+hlo::Value transpose2(hlo::Builder& b, hlo::Value m);
+
+}  // namespace tpu::lowering::spatial
