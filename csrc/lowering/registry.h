@@ -2,7 +2,7 @@
 //
 // Rules know nothing about torch or about who drives them: the eager engine builds a one-op
 // module per signature, the torch.compile backend builds one module per graph, and both call
-// the same rules (DESIGN.md section 3).
+// the same rules (docs/ARCHITECTURE.md, Lowering table).
 #pragma once
 
 #include <cstdint>

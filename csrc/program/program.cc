@@ -83,10 +83,11 @@ void Program::write(int slot, const View& view, Value value) {
 }
 
 std::vector<Value> Program::apply(const lowering::Rule& rule, std::vector<lowering::Arg> args,
-                                  const std::vector<Type>& out_types, DType compute_dtype, Value rng_key) {
+                                  const std::vector<std::optional<Type>>& out_types, DType compute_dtype,
+                                  Value rng_key) {
   lowering::Context ctx{b_};
   ctx.args = std::move(args);
-  ctx.out_types = out_types;
+  for (const std::optional<Type>& t : out_types) ctx.out_types.push_back(t.value_or(Type()));
   ctx.compute_dtype = compute_dtype;
   ctx.rng_key = rng_key;
   std::vector<Value> results = rule(ctx);
@@ -95,11 +96,12 @@ std::vector<Value> Program::apply(const lowering::Rule& rule, std::vector<loweri
                        " results for " + std::to_string(out_types.size()) + " outputs");
   }
   for (size_t r = 0; r < results.size(); ++r) {
-    if (!results[r].valid()) continue;
-    results[r] = hlo::convert(b_, results[r], out_types[r].dtype);
-    if (results[r].shape() != out_types[r].shape) {
+    if (!results[r].valid() || !out_types[r].has_value()) continue;
+    const Type& want = *out_types[r];
+    results[r] = hlo::convert(b_, results[r], want.dtype);
+    if (results[r].shape() != want.shape) {
       throw ProgramError(label_ + ": lowering produced shape " + results[r].type.str() +
-                         " but PyTorch expects " + out_types[r].str());
+                         " but PyTorch expects " + want.str());
     }
   }
   return results;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -86,10 +87,12 @@ class Program {
   Value scalar(DType dtype, int binding);
   Value rng_key();
 
-  // Calls `rule`; checks it returned one value per out type and converts each to its dtype
-  // (an unset value marks an output the op does not produce and is passed through).
+  // Calls `rule`; checks it returned one value per out type and converts each to its dtype.
+  // A nullopt out type marks an output the caller does not want (e.g. a gradient masked off
+  // by output_mask): whatever the rule returns there is passed through unchecked.
   std::vector<Value> apply(const lowering::Rule& rule, std::vector<lowering::Arg> args,
-                           const std::vector<Type>& out_types, DType compute_dtype, Value rng_key);
+                           const std::vector<std::optional<Type>>& out_types, DType compute_dtype,
+                           Value rng_key);
 
   // A new dense result: `value` permuted into memory order (order[0] outermost) and laid out
   // by the policy (shaped, or flat).

@@ -1,4 +1,4 @@
-// Reading and writing strided views of a storage inside a module (DESIGN: storage model).
+// Reading and writing strided views of a storage inside a module (docs/ARCHITECTURE.md, Storages).
 //
 // The storage arrives as a value shaped like its layout. Whole views are a reshape; boxes of a
 // shaped storage are (dynamic) slices in N-D, so a KV-cache write or a narrow keeps the

@@ -110,7 +110,7 @@ def test_advanced_index(dtype):
 def test_bool_mask_index_falls_back_correctly():
     x = torch.randn(4, 5)
     t = x.to(DEV)
-    same(t[t > 0], x[x > 0])  # data-dependent shape: one host sync (nonzero)
+    same(t[t > 0], x[x > 0])  # a tpu bool mask: CPU fallback (docs/limits.md)
     assert torch_tpu.metrics.counters()["fallbacks"].get("index.Tensor", 0) == 1
     torch_tpu.metrics.reset()
 

@@ -146,8 +146,10 @@ program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::
   Value rng;
   if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = a.program().rng_key();
   std::vector<Arg> args = a.rule_args(stack, num_args);
-  std::vector<program::Type> out_types;
-  for (const Target& t : outputs.targets) out_types.push_back(program::Type(to_hlo(t.dtype), t.sizes));
+  std::vector<std::optional<program::Type>> out_types;
+  for (const Target& t : outputs.targets) {
+    out_types.push_back(t.undefined ? std::nullopt : std::optional<program::Type>(program::Type(to_hlo(t.dtype), t.sizes)));
+  }
   std::vector<Value> results = a.program().apply(rule, std::move(args), out_types, outputs.compute_dtype, rng);
   for (size_t r = 0; r < results.size(); ++r) {
     const Target& t = outputs.targets[r];

@@ -1,4 +1,4 @@
-// CPU fallback (tier 2 of DESIGN.md section 5) for ops without a lowering rule.
+// CPU fallback (tier 2 in docs/ARCHITECTURE.md) for ops without a lowering rule.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
