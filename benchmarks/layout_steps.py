@@ -50,10 +50,10 @@ def llm_decode_step():
 
     def step():
         with torch.no_grad():
-            # The same cache length every step: the step is measured, not the cache's growth.
-            cache.crop(64)
             model(token, past_key_values=cache, use_cache=True,
                   cache_position=torch.tensor([position[0]], device="tpu"))
+            # Back to 64 tokens: every step sees the same cache length (no growth measured).
+            cache.crop(-1)
     return step
 
 
