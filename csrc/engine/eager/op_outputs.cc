@@ -8,6 +8,7 @@
 
 #include "engine/device/dtypes.h"
 #include "lowering/registry.h"
+#include "program/layout.h"
 
 namespace tpu::engine {
 namespace {
@@ -56,16 +57,6 @@ DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
   }
   c10::ScalarType t = any ? at::native::result_type(state) : c10::kFloat;
   return is_supported(t) ? to_hlo(t) : DType::F32;
-}
-
-std::vector<int64_t> contiguous_strides(c10::IntArrayRef sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t s = 1;
-  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
 }
 
 // Dims outermost first if the strides are a permutation of a dense layout, else empty.
@@ -158,7 +149,7 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       t.sizes = m.sizes().vec();
       t.memory_order = memory_order(m.sizes(), m.strides());
       if (t.memory_order.empty()) {  // not dense: PyTorch's result is made contiguous
-        t.strides = contiguous_strides(m.sizes());
+        t.strides = program::row_major_strides(t.sizes);
         t.memory_order = memory_order(t.sizes, t.strides);
       } else {
         t.strides = m.strides().vec();
