@@ -32,6 +32,17 @@ Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
                      compute_in_out_type);
 }
 
+// maximum/minimum propagate a NaN from either operand (stablehlo.maximum on XLA:CPU keeps the
+// first operand's NaN only).
+Rule nan_propagating(const std::string& op) {
+  return binary_rule([op](Builder& b, Value x, Value y) {
+    Value r = binary(b, op, x, y);
+    if (!is_float(x.dtype())) return r;
+    Value any_nan = binary(b, "stablehlo.or", compare(b, x, x, "NE"), compare(b, y, y, "NE"));
+    return select(b, any_nan, add(b, x, y), r);
+  });
+}
+
 // add/sub with alpha: x op alpha * y.
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
@@ -284,8 +295,8 @@ const Registrar registrar({
     {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
     {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
     {"pow.Scalar", hlo_binary("stablehlo.power")},
-    {"maximum", hlo_binary("stablehlo.maximum")},
-    {"minimum", hlo_binary("stablehlo.minimum")},
+    {"maximum", nan_propagating("stablehlo.maximum")},
+    {"minimum", nan_propagating("stablehlo.minimum")},
     {"atan2", hlo_binary("stablehlo.atan2", true)},
     {"bitwise_and.Tensor", hlo_binary("stablehlo.and")},
     {"bitwise_or.Tensor", hlo_binary("stablehlo.or")},
@@ -313,9 +324,15 @@ const Registrar registrar({
        DType t = out_math(c);
        return std::vector<Value>{min(c.b, operand(c, 0, t), operand(c, 1, t))};
      }},
-    {"abs", unary_rule([](Builder& b, Value x) {
-       return is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(b, "stablehlo.abs", x);
-     })},
+    {"abs", [](Context& c) {
+       Value z = c.tensor(0);
+       if (is_complex(z.dtype())) {  // |z| = hypot(re, im): the modulus, not |re|
+         Type real(z.dtype() == DType::C64 ? DType::F32 : DType::F64, z.shape());
+         return std::vector<Value>{convert(c.b, c.b.emit1("stablehlo.abs", {z}, real), c.out().dtype)};
+       }
+       Value x = operand(c, 0, out_math(c));
+       return std::vector<Value>{is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(c.b, "stablehlo.abs", x)};
+     }},
     {"neg", hlo_unary("stablehlo.negate")},
     {"sign", unary_rule(sign)},
     {"sgn", unary_rule(sign)},

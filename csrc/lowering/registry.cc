@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace tpu::lowering {
 namespace {
 std::map<std::string, Rule>& table() {
   static std::map<std::string, Rule> rules;
   return rules;
+}
+std::set<std::string>& graph_only() {
+  static std::set<std::string> names;
+  return names;
 }
 }  // namespace
 
@@ -23,6 +28,13 @@ Value Context::tensor(size_t i) const {
 }
 
 void register_rule(const std::string& op_name, Rule rule) { table()[op_name] = std::move(rule); }
+
+void register_graph_rule(const std::string& op_name, Rule rule) {
+  graph_only().insert(op_name);
+  register_rule(op_name, std::move(rule));
+}
+
+bool is_graph_only_rule(const std::string& op_name) { return graph_only().count(op_name) > 0; }
 
 const Rule* find_rule(const std::string& op_name) {
   auto it = table().find(op_name);

@@ -67,6 +67,10 @@ struct Context {
 using Rule = std::function<std::vector<Value>(Context&)>;
 
 void register_rule(const std::string& op_name, Rule rule);
+// A rule only graphs use: view ops (eager views share storage and never run a module) and
+// factories whose eager kernels are PyTorch's own. The eager engine registers no kernel for it.
+void register_graph_rule(const std::string& op_name, Rule rule);
+bool is_graph_only_rule(const std::string& op_name);
 const Rule* find_rule(const std::string& op_name);
 std::vector<std::string> registered_ops();  // sorted
 // The rule serving ATen op `name`.`overload` ("add_", "Tensor" -> "add.Tensor"; out= and
@@ -77,6 +81,12 @@ std::string rule_for(const std::string& name, const std::string& overload);
 struct Registrar {
   Registrar(std::initializer_list<std::pair<const char*, Rule>> rules) {
     for (const auto& [name, rule] : rules) register_rule(name, rule);
+  }
+};
+
+struct GraphRegistrar {
+  GraphRegistrar(std::initializer_list<std::pair<const char*, Rule>> rules) {
+    for (const auto& [name, rule] : rules) register_graph_rule(name, rule);
   }
 };
 

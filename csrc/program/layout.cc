@@ -1,6 +1,7 @@
 #include "program/layout.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace tpu::program {
 namespace {
@@ -58,6 +59,18 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
     acc *= std::max<int64_t>(dims[i], 1);
   }
   return s;
+}
+
+std::vector<int64_t> memory_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (sizes[*it] != 1 && strides[*it] != expected) return {};
+    expected *= sizes[*it];
+  }
+  return order;
 }
 
 bool box_dims(const std::vector<int64_t>& dims, const std::vector<int64_t>& sizes,

@@ -53,5 +53,7 @@ bool box_dims(const std::vector<int64_t>& dims, const std::vector<int64_t>& size
               const std::vector<int64_t>& strides, std::vector<BoxDim>* out);
 // Row-major strides of `dims`.
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
+// Dims outermost first if `strides` are a permutation of a dense layout of `sizes`, else empty.
+std::vector<int64_t> memory_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
 
 }  // namespace tpu::program

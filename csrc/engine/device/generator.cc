@@ -44,9 +44,11 @@ c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
   return state.getIntrusivePtr();
 }
 
-std::pair<uint64_t, uint64_t> TpuGenerator::next_key() {
+std::pair<uint64_t, uint64_t> TpuGenerator::next_keys(uint64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {seed_, offset_++};
+  std::pair<uint64_t, uint64_t> key{seed_, offset_};
+  offset_ += n;
+  return key;
 }
 
 TpuGenerator* TpuGenerator::clone_impl() const {

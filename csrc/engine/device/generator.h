@@ -19,7 +19,9 @@ class TpuGenerator : public c10::GeneratorImpl {
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   // Returns the key for one random op and advances the offset.
-  std::pair<uint64_t, uint64_t> next_key();
+  std::pair<uint64_t, uint64_t> next_key() { return next_keys(1); }
+  // Reserves `n` consecutive offsets (a compiled graph's random ops) and returns the first key.
+  std::pair<uint64_t, uint64_t> next_keys(uint64_t n);
 
  private:
   TpuGenerator* clone_impl() const override;

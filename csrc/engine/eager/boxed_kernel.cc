@@ -115,7 +115,8 @@ std::vector<std::string> register_lowered_ops() {
                                           c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0 || is_explicit_kernel(name)) continue;
-      if (rule_for(name).empty()) continue;
+      std::string rule = rule_for(name);
+      if (rule.empty() || lowering::is_graph_only_rule(rule)) continue;
       std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       const OpAdapter* adapter = find_adapter(name);
       if (adapter != nullptr && adapter->prepare == &move_cpu_indices) {

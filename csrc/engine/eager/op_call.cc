@@ -22,10 +22,12 @@ c10::TypePtr unwrap_optional(c10::TypePtr t) {
 
 bool is_dtype_arg(const c10::Argument& a) { return unwrap_optional(a.type())->kind() == c10::TypeKind::ScalarTypeType; }
 
-[[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const OpCall& call, const at::Tensor& t, int arg) {
-  TORCH_CHECK(false, op.schema().operator_name(), ": expected all tensors to be on the same device, "
-              "but found at least two devices, tpu:", std::max(call.device, 0), " and ", t.device(),
-              "! (argument ", op.schema().arguments()[arg].name(), " has shape ", t.sizes(), ")");
+// `op` is null for the inputs of a compiled graph.
+[[noreturn]] void device_mismatch(const c10::OperatorHandle* op, const OpCall& call, const at::Tensor& t, int arg) {
+  std::string who = op != nullptr ? c10::toString(op->schema().operator_name()) : "compiled graph";
+  std::string what = op != nullptr ? "argument " + op->schema().arguments()[arg].name() : "input " + std::to_string(arg);
+  TORCH_CHECK(false, who, ": expected all tensors to be on the same device, but found at least two devices, tpu:",
+              std::max(call.device, 0), " and ", t.device(), "! (", what, " has shape ", t.sizes(), ")");
 }
 
 // The storage's layout as the module sees it. An unwritten storage gets the dense shape of the
@@ -39,7 +41,9 @@ void settle_unwritten_layout(StorageBuffer& s, const at::Tensor& t, DType dtype)
   s.layout_set = true;
 }
 
-void add_tensor(const c10::OperatorHandle& op, OpCall& call, const at::Tensor& t, int arg, int elem) {
+}  // namespace
+
+void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t, int arg, int elem) {
   if (!t.defined()) {
     call.key.push_back(kNone);
     return;
@@ -61,7 +65,7 @@ void add_tensor(const c10::OperatorHandle& op, OpCall& call, const at::Tensor& t
   int device = t.device().index();
   if (call.device < 0) call.device = device;
   if (call.device != device) device_mismatch(op, call, t, arg);
-  DType dtype = to_hlo(t.scalar_type(), op.schema().name().c_str());
+  DType dtype = to_hlo(t.scalar_type(), op != nullptr ? op->schema().name().c_str() : "compiled graph");
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   int index = -1;
   for (size_t i = 0; i < call.storages.size(); ++i) {
@@ -86,13 +90,17 @@ void add_tensor(const c10::OperatorHandle& op, OpCall& call, const at::Tensor& t
   ref.elem = elem;
   ref.tensor = t;
   ref.storage = index;
-  ref.has_offset = t.storage_offset() != 0;
   ref.access = program::classify(dims, t.sizes().data(), t.strides().data(), t.dim(), t.storage_offset());
+  // A view that does not cover its storage takes its offset as a runtime value even at offset
+  // 0, so x[0], x[1], ... (a denoising loop's timesteps, KV-cache positions) share one module.
+  ref.has_offset = t.storage_offset() != 0 || ref.access != program::Access::Whole;
   call.key.insert(call.key.end(), {t.dim(), ref.has_offset, int64_t(ref.access)});
   for (int64_t s : t.sizes()) call.key.push_back(s);
   for (int64_t s : t.strides()) call.key.push_back(s);
   call.tensors.push_back(std::move(ref));
 }
+
+namespace {
 
 void push_double(std::vector<int64_t>& key, double d) {
   int64_t bits;
@@ -126,7 +134,7 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       if (unwrap_optional(schema_args[a].type())->kind() == c10::TypeKind::GeneratorType) call.wants_generator = true;
     } else if (v.isTensor()) {
       ref = {v.toTensor().defined() ? K::Tensor : K::None, static_cast<int>(call.tensors.size()), 1};
-      add_tensor(op, call, v.toTensor(), arg, -1);
+      add_tensor(&op, call, v.toTensor(), arg, -1);
     } else if (v.isTensorList() || v.isOptionalTensorList()) {
       std::vector<at::Tensor> items;
       if (v.isTensorList()) {
@@ -136,7 +144,7 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       }
       ref = {K::TensorList, static_cast<int>(call.tensors.size()), static_cast<int>(items.size())};
       call.key.insert(call.key.end(), {kList, int64_t(items.size())});
-      for (size_t e = 0; e < items.size(); ++e) add_tensor(op, call, items[e], arg, static_cast<int>(e));
+      for (size_t e = 0; e < items.size(); ++e) add_tensor(&op, call, items[e], arg, static_cast<int>(e));
     } else if (is_scalar_list_arg(schema_args[a]) && v.isList()) {
       auto list = v.toListRef();
       ref = {K::ScalarList, static_cast<int>(call.scalars.size()), static_cast<int>(list.size())};

@@ -70,6 +70,10 @@ struct OpCall {
 // engine does not lower (the caller then falls back to the CPU).
 OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args);
 
+// Adds tensor `t` (argument `arg`, list element `elem` or -1) to the call: its storage (once),
+// its view and their key entries. `op` names the op in errors; null for a compiled graph's inputs.
+void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t, int arg, int elem);
+
 // Why `key` missed the cache when `previous` (same op) did not: "argument 1 (other): shape
 // [2, 8] -> [2, 9] (dim 1)". Empty if the keys are equal.
 std::string describe_key_change(const c10::FunctionSchema& schema, const std::vector<int64_t>& previous,

@@ -59,19 +59,6 @@ DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
   return is_supported(t) ? to_hlo(t) : DType::F32;
 }
 
-// Dims outermost first if the strides are a permutation of a dense layout, else empty.
-std::vector<int64_t> memory_order(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  std::vector<int64_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  int64_t expected = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (sizes[*it] != 1 && strides[*it] != expected) return {};
-    expected *= sizes[*it];
-  }
-  return order;
-}
-
 }  // namespace
 
 OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args,
@@ -147,10 +134,10 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
         continue;
       }
       t.sizes = m.sizes().vec();
-      t.memory_order = memory_order(m.sizes(), m.strides());
+      t.memory_order = program::memory_order(m.sizes().vec(), m.strides().vec());
       if (t.memory_order.empty()) {  // not dense: PyTorch's result is made contiguous
         t.strides = program::row_major_strides(t.sizes);
-        t.memory_order = memory_order(t.sizes, t.strides);
+        t.memory_order = program::memory_order(t.sizes, t.strides);
       } else {
         t.strides = m.strides().vec();
       }

@@ -1,0 +1,261 @@
+"""torch.compile(backend="tpu"): compiled vs eager vs CPU, mutations, RNG, views, recompiles,
+errors, graph splits and the disk cache (docs/compile.md)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn as nn
+
+import torch_tpu
+from torch_tpu.compile import CompileError, stats
+
+DEV = "tpu"
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compile_counts():
+    return torch.tpu._get_cache_stats()["compiles"] if hasattr(torch.tpu, "_get_cache_stats") else None
+
+
+def graph_compiles():
+    return sum(stats.graphs.values())
+
+
+def test_backend_is_listed():
+    assert "tpu" in torch._dynamo.list_backends()
+
+
+def test_elementwise_graph_matches_cpu_with_nan_inf_and_odd_shape():
+    def f(x, y):
+        return (x * 2 + y).relu().sum(0), torch.maximum(x, y), (x / y).exp2()
+
+    x = torch.randn(7, 13)
+    y = torch.randn(7, 13)
+    x[0, 0], y[1, 1], x[2, 2], y[3, 3] = float("nan"), float("nan"), float("inf"), -float("inf")
+    out = torch.compile(f, backend="tpu")(x.to(DEV), y.to(DEV))
+    for o, r in zip(out, f(x, y)):
+        # rtol 2e-6: XLA computes exp2(x) as exp(x * ln 2) (1.7e-6 relative error at x ~ 36)
+        torch.testing.assert_close(o.cpu(), r, equal_nan=True, rtol=2e-6, atol=1e-5)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 5))
+
+
+def test_mlp_forward_backward_matches_eager_and_cpu():
+    cpu = _mlp()
+    eager = _mlp().to(DEV)
+    compiled_model = _mlp().to(DEV)
+    compiled = torch.compile(compiled_model, backend="tpu")
+    x = torch.randn(9, 12)
+    target = torch.randn(9, 5)
+    losses = []
+    for model, dev in ((cpu, "cpu"), (eager, DEV), (compiled, DEV)):
+        loss = nn.functional.mse_loss(model(x.to(dev)), target.to(dev))
+        loss.backward()
+        losses.append(loss.detach().cpu())
+    torch.testing.assert_close(losses[1], losses[0])
+    torch.testing.assert_close(losses[2], losses[0])
+    for pc, pe, pk in zip(cpu.parameters(), eager.parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(pk.grad.cpu(), pc.grad)
+        torch.testing.assert_close(pk.grad.cpu(), pe.grad.cpu())
+    assert stats.graphs["forward"] >= 1 and stats.graphs["backward"] >= 1
+
+
+class BufferAndBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.bn = nn.BatchNorm1d(6)
+
+    def forward(self, x):
+        self.steps.add_(1)
+        return self.bn(x * (self.steps + 1))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_buffers_mutated_in_forward_are_written_back(grad):
+    torch.manual_seed(0)
+    cpu = BufferAndBatchNorm()
+    tpu_model = BufferAndBatchNorm().to(DEV)
+    compiled = torch.compile(tpu_model, backend="tpu")
+    for step in range(3):
+        x = torch.randn(8, 6)
+        with torch.set_grad_enabled(grad):
+            ref = cpu(x.requires_grad_(grad))
+            out = compiled(x.detach().to(DEV).requires_grad_(grad))
+        torch.testing.assert_close(out.detach().cpu(), ref.detach())
+    torch.testing.assert_close(tpu_model.steps.cpu(), cpu.steps)
+    torch.testing.assert_close(tpu_model.bn.running_mean.cpu(), cpu.bn.running_mean)
+    torch.testing.assert_close(tpu_model.bn.running_var.cpu(), cpu.bn.running_var)
+    assert int(tpu_model.bn.num_batches_tracked) == 3
+
+
+def test_dropout_is_reproducible_under_a_seed():
+    f = torch.compile(lambda x: nn.functional.dropout(x, 0.5, training=True), backend="tpu")
+    x = torch.ones(64, 64, device=DEV)
+    torch.manual_seed(7)
+    a = f(x).cpu()
+    b = f(x).cpu()
+    torch.manual_seed(7)
+    c = f(x).cpu()
+    assert torch.equal(a, c)
+    assert not torch.equal(a, b)  # the generator advances between calls
+    zeros = (a == 0).float().mean().item()
+    assert 0.4 < zeros < 0.6
+    assert set(a.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_two_random_ops_in_one_graph_draw_different_bits():
+    f = torch.compile(lambda x: (torch.rand_like(x), torch.rand_like(x)), backend="tpu")
+    a, b = f(torch.zeros(1000, device=DEV))
+    assert not torch.equal(a.cpu(), b.cpu())
+    assert 0.4 < a.mean().item() < 0.6
+
+
+def test_outputs_that_are_views_of_inputs():
+    def f(x):
+        return x.t(), x[1:], x + 1
+
+    x = torch.arange(12.0).reshape(3, 4)
+    xt = x.to(DEV)
+    t, s, y = torch.compile(f, backend="tpu")(xt)
+    torch.testing.assert_close(t.cpu(), x.t())
+    torch.testing.assert_close(s.cpu(), x[1:])
+    torch.testing.assert_close(y.cpu(), x + 1)
+    xt.mul_(2)  # views see later writes to their base
+    torch.testing.assert_close(t.cpu(), 2 * x.t())
+
+
+def test_view_ops_inside_a_graph():
+    def f(x):
+        a = x.view(4, 6).t().contiguous()
+        b = x.permute(2, 0, 1).reshape(-1)[::3]
+        c = x.select(1, -1).unsqueeze(0).expand(3, 2, 4)
+        d, e = x.split([1, 2], dim=1)
+        return a * 2, b + 1, c.sum(0), d - e.sum(1, keepdim=True), x.narrow(2, 1, 2).squeeze(-1)
+
+    x = torch.randn(2, 3, 4)
+    out = torch.compile(f, backend="tpu")(x.to(DEV))
+    for o, r in zip(out, f(x)):
+        torch.testing.assert_close(o.cpu(), r)
+
+
+def test_same_shape_compiles_once_new_shape_once_with_reason():
+    f = torch.compile(lambda x: torch.tanh(x) * 3, backend="tpu", dynamic=False)
+    torch_tpu.metrics.reset()
+    f(torch.randn(2, 8, device=DEV))
+    first = graph_compiles()
+    f(torch.randn(2, 8, device=DEV))
+    assert graph_compiles() == first
+    f(torch.randn(2, 9, device=DEV))
+    assert graph_compiles() == first + 1
+    f(torch.randn(2, 9, device=DEV))
+    assert graph_compiles() == first + 1
+    reasons = torch_tpu.metrics.recompile_reasons()
+    assert any("input 0" in r and "dim 1" in r and "[2, 8] -> " in r and "[2, 9]" in r for r in reasons), reasons
+    assert "recompile" in torch_tpu.metrics.report()
+
+
+def test_view_input_at_a_new_offset_compiles_nothing_new():
+    timesteps = torch.linspace(1, 0, 10, device=DEV)
+    f = torch.compile(lambda x, t: x * t.expand(2)[:, None], backend="tpu", dynamic=False)
+    x = torch.ones(2, 3, device=DEV)
+    f(x, timesteps[0])
+    f(x, timesteps[1])
+    before = torch_tpu._C._cache_stats()["compiles"]
+    outs = [f(x, timesteps[i]) for i in range(2, 10)]
+    assert torch_tpu._C._cache_stats()["compiles"] == before
+    expected = torch.linspace(1, 0, 10)[2:]
+    for out, t in zip(outs, expected):
+        torch.testing.assert_close(out.cpu(), torch.full((2, 3), t.item()))
+
+
+def test_fullgraph_error_names_the_op_and_line():
+    def f(x):
+        return torch.fft.rfft(x).abs() + 1  # FFT has no lowering rule yet
+
+    with pytest.raises(Exception) as info:
+        torch.compile(f, backend="tpu", fullgraph=True)(torch.randn(8, device=DEV))
+    message = str(info.value)
+    assert "_fft_r2c" in message and "test_compile.py" in message and "rfft" in message
+
+
+def test_graph_is_split_around_an_op_without_rule():
+    def f(x):
+        y = x * 2 + 1
+        z = torch.fft.rfft(y).abs()
+        return z.exp() - 1
+
+    stats.reset()
+    x = torch.randn(8)
+    out = torch.compile(f, backend="tpu")(x.to(DEV))
+    torch.testing.assert_close(out.cpu(), f(x), rtol=1e-4, atol=1e-4)
+    assert stats.splits["aten::_fft_r2c.default"] == 1
+    assert graph_compiles() >= 2  # the parts before and after the FFT are compiled
+
+
+def test_symbolic_shapes_give_a_clear_error():
+    f = torch.compile(lambda x: x.sum(0) * x.shape[0], backend="tpu", dynamic=True)
+    with pytest.raises(Exception, match="dynamic=False"):
+        f(torch.randn(5, 3, device=DEV))
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    script = textwrap.dedent("""
+        import torch, torch_tpu
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.SiLU(), torch.nn.Linear(16, 4)).to("tpu")
+        f = torch.compile(model, backend="tpu")
+        x = torch.randn(3, 16).to("tpu")
+        with torch.no_grad():
+            print(f(x).sum().item())
+        print("COMPILES", torch_tpu._C._cache_stats()["compiles"])
+    """)
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_QUIET="1")
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    first, second = (int(r.stdout.split("COMPILES")[1]) for r in runs)
+    assert first > 0
+    assert second == 0
+    assert runs[0].stdout.splitlines()[0] == runs[1].stdout.splitlines()[0]
+
+
+def test_compiled_training_with_compiled_adamw_matches_eager():
+    def run(compiled):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(DEV)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        fwd = torch.compile(model, backend="tpu") if compiled else model
+        step = torch.compile(opt.step, backend="tpu") if compiled else opt.step
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        for _ in range(4):
+            x = torch.randn(16, 8, generator=g).to(DEV)
+            y = torch.randn(16, 1, generator=g).to(DEV)
+            loss = nn.functional.mse_loss(fwd(x), y)
+            opt.zero_grad()
+            loss.backward()
+            step()
+            losses.append(loss.item())
+        return losses, [p.detach().cpu() for p in model.parameters()]
+
+    eager_losses, eager_params = run(False)
+    comp_losses, comp_params = run(True)
+    torch.testing.assert_close(torch.tensor(comp_losses), torch.tensor(eager_losses))  # float32 tolerances
+    for a, b in zip(comp_params, eager_params):
+        torch.testing.assert_close(a, b)

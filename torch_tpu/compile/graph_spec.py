@@ -1,0 +1,232 @@
+"""FX graph (ATen, functionalized) -> the plain-data spec the C++ graph driver lowers.
+
+Every value (graph input or node result) gets an id and its meta (dtype, sizes, strides) from
+the FakeTensor PyTorch traced; every node names its lowering rule and its schema-normalised
+arguments, referring to values by id (csrc/engine/graph/graph_spec.h).
+"""
+import operator
+
+import torch
+import torch.fx
+
+from .. import _C
+
+# Random ops whose schema has no Generator argument but that draw from the generator anyway.
+_RANDOM_BASE_NAMES = {"native_dropout", "rand", "randn", "rand_like", "randn_like", "randint",
+                      "randint_like", "bernoulli", "normal", "uniform", "exponential", "randperm",
+                      "multinomial", "random"}
+
+
+class Unsupported(Exception):
+    """A node the driver cannot lower; carries the node for messages and graph splitting."""
+
+    def __init__(self, node, why):
+        super().__init__(why)
+        self.node = node
+        self.why = why
+
+
+def source_line(node):
+    """The user's source line that produced `node` ("file.py:12 in forward: y = x.exp()")."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in trace.strip().splitlines()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("File "):
+            where = lines[i][5:].replace('", line ', ":").replace('"', "").replace(", in ", " in ")
+            code = lines[i + 1] if i + 1 < len(lines) else ""
+            return f"{where}: {code}" if code else where
+    return ""
+
+
+def rule_name(target):
+    """Lowering rule for an aten OpOverload ("" if none)."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return ""
+    overload = target._overloadname
+    base = target._schema.name.split("::", 1)[1]
+    return _C._rule_for(base if overload == "default" else f"{base}.{overload}")
+
+
+def op_label(target):
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target._schema.name}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def _is_random(target):
+    schema = target._schema
+    if any(str(a.type).startswith(("Generator", "Optional[Generator]")) or "Generator" in str(a.type)
+           for a in schema.arguments):
+        return True
+    return schema.name.split("::", 1)[1].rstrip("_") in _RANDOM_BASE_NAMES
+
+
+def _writes_first_arg(target):
+    args = target._schema.arguments
+    return bool(args) and args[0].alias_info is not None and args[0].alias_info.is_write and not args[0].kwarg_only
+
+
+def unsupported_reason(node):
+    """Why `node` cannot be lowered, or None."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        return None
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return f"{op_label(node.target)} is not an ATen operator"
+    if not rule_name(node.target):
+        return f"{op_label(node.target)} has no lowering rule"
+    for value in _flat_vals(node.meta.get("val")):
+        if value is not None and not isinstance(value, torch.Tensor):
+            return f"{op_label(node.target)} returns {type(value).__name__} (data-dependent or symbolic)"
+        if isinstance(value, torch.Tensor) and value.device.type not in ("tpu", "meta"):
+            return f"{op_label(node.target)} returns a tensor on {value.device}"
+    if node.target is torch.ops.aten.as_strided.default:
+        base = node.args[0].meta.get("val")
+        if base is None or not base.is_contiguous() or base.storage_offset() != 0:
+            return "as_strided of a non-contiguous value"
+    return None
+
+
+def _flat_vals(val):
+    if isinstance(val, (list, tuple)):
+        out = []
+        for v in val:
+            out.extend(_flat_vals(v))
+        return out
+    return [val]
+
+
+def _check_static(val, what):
+    for s in list(val.shape) + list(val.stride()):
+        if not isinstance(s, int):
+            raise Unsupported(None, f"{what} has a symbolic shape {tuple(val.shape)}; torch-tpu compiles "
+                                    "static shapes: use torch.compile(..., dynamic=False)")
+
+
+class SpecWriter:
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
+        self.gm = gm
+        self.name = name
+        self.values = []      # (scalar_type, sizes, strides)
+        self.ids = {}         # fx.Node -> value id, or list of ids for multi-output nodes
+        self.nodes = []
+
+    def new_value(self, val, what):
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise Unsupported(None, f"{what} is a symbolic {type(val).__name__}; torch-tpu compiles static "
+                                    "shapes: use torch.compile(..., dynamic=False)")
+        if not isinstance(val, torch.Tensor):
+            raise Unsupported(None, f"{what} is a {type(val).__name__}, not a tensor")
+        _check_static(val, what)
+        self.values.append((_C._scalar_type_index(val.dtype), list(val.shape), list(val.stride())))
+        return len(self.values) - 1
+
+    def ref(self, node):
+        value = self.ids.get(node)
+        if not isinstance(value, int):
+            raise Unsupported(node, f"{node.name} is not a single tensor")
+        return value
+
+    def encode(self, value, arg_type, node):
+        type_text = str(arg_type).replace("number", "Scalar")
+        if value is None:
+            return ("none", 0)
+        if isinstance(value, torch.fx.Node):
+            return ("ref", self.ref(value))
+        if isinstance(value, (list, tuple)):
+            if any(isinstance(v, torch.fx.Node) for v in value) or "Tensor" in type_text:
+                return ("ref_list", [-1 if v is None else self.ref(v) for v in value])
+            if "Scalar" in type_text:
+                return ("number_list", list(value))
+            if all(isinstance(v, bool) for v in value):
+                return ("int_list", [int(v) for v in value])
+            if all(isinstance(v, int) for v in value):
+                return ("int_list", list(value))
+            raise Unsupported(node, f"argument of type {type_text} = {value!r}")
+        if isinstance(value, torch.dtype):
+            return ("scalar_type", _C._scalar_type_index(value))
+        if ("Scalar" in type_text or "Tensor" in type_text) and isinstance(value, (bool, int, float)):
+            # A Python number given where a Tensor or Scalar goes: a wrapped (weakly typed) scalar.
+            return ("number", value)
+        if isinstance(value, bool):
+            return ("bool", value)
+        if isinstance(value, int):
+            return ("int", value)
+        if isinstance(value, float):
+            return ("double", value)
+        if isinstance(value, str):
+            return ("string", value)
+        if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+            return ("none", 0)  # results' placement and layout come from the meta values
+        if isinstance(value, torch.SymInt):
+            raise Unsupported(node, "symbolic size argument; use torch.compile(..., dynamic=False)")
+        raise Unsupported(node, f"argument of type {type_text} = {value!r}")
+
+    def add_node(self, node):
+        target = node.target
+        schema = target._schema
+        args = []
+        for i, a in enumerate(schema.arguments):
+            if i < len(node.args) and not a.kwarg_only:
+                value = node.args[i]
+            elif a.name in node.kwargs:
+                value = node.kwargs[a.name]
+            elif a.has_default_value():
+                value = a.default_value
+            else:
+                value = None
+            args.append(self.encode(value, a.type, node))
+        val = node.meta.get("val")
+        if isinstance(val, (list, tuple)):
+            outs = [-1 if v is None else self.new_value(v, f"output of {node.name}") for v in val]
+            self.ids[node] = outs
+        else:
+            outs = [self.new_value(val, f"output of {node.name}")]
+            self.ids[node] = outs[0]
+        self.nodes.append((op_label(target), rule_name(target), source_line(node), args, outs,
+                           _is_random(target), _writes_first_arg(target)))
+
+    def write(self):
+        inputs, outputs = [], []
+        for node in self.gm.graph.nodes:
+            try:
+                if node.op == "placeholder":
+                    self.ids[node] = self.new_value(node.meta.get("val"), f"graph input {node.name}")
+                    inputs.append(self.ids[node])
+                elif node.op == "get_attr":
+                    raise Unsupported(node, "get_attr constants are lifted as inputs by the backend")
+                elif node.op == "call_function":
+                    reason = unsupported_reason(node)
+                    if reason:
+                        raise Unsupported(node, reason)
+                    if node.target is operator.getitem:
+                        source, index = node.args
+                        self.ids[node] = self.ids[source][index]
+                    else:
+                        self.add_node(node)
+                elif node.op == "output":
+                    for out in _flat_outputs(node.args[0]):
+                        outputs.append(-1 if out is None else self.ref(out))
+                else:
+                    raise Unsupported(node, f"FX node kind {node.op}")
+            except Unsupported as e:
+                if e.node is None:
+                    e.node = node
+                raise
+        return {"name": self.name, "values": self.values, "inputs": inputs, "outputs": outputs,
+                "nodes": self.nodes}
+
+
+def _flat_outputs(out):
+    if isinstance(out, (list, tuple)):
+        result = []
+        for o in out:
+            result.extend(_flat_outputs(o))
+        return result
+    return [out]
+
+
+def graph_spec(gm: torch.fx.GraphModule, name: str) -> dict:
+    """The spec of `gm`; raises Unsupported naming the first node that cannot be lowered."""
+    return SpecWriter(gm, name).write()
