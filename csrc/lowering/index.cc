@@ -461,7 +461,52 @@ std::vector<Value> masked_scatter(Context& c) {
   return {select(b, mask, reshape(b, taken, out.shape), x)};
 }
 
+// index_copy(self, dim, index, source) and index_add(self, dim, index, source, alpha): rows
+// index[i] of self along dim are replaced by (or accumulate) rows i of source. Indices must be in
+// [0, size) as on the CPU (asserted on the device).
+Rule index_along_dim(const std::string& combine) {
+  return [combine](Context& c) {
+    Builder& b = c.b;
+    const Type& out = c.out();
+    Value x = convert(b, c.tensor(0), out.dtype);
+    int64_t rank = std::max<int64_t>(static_cast<int64_t>(out.shape.size()), 1);
+    if (out.shape.empty()) x = reshape(b, x, {1});
+    int64_t dim = wrap_dim(c.int_arg(1), rank);
+    Value idx = convert(b, c.tensor(2), DType::S64);
+    int64_t n = idx.type.numel();
+    Value src = convert(b, c.tensor(3), out.dtype);
+    if (combine == "add" && c.has(4)) src = mul(b, src, cast_to(b, c.tensor(4), out.dtype, src.shape()));
+    std::vector<int64_t> perm{dim};
+    for (int64_t d = 0; d < rank; ++d) if (d != dim) perm.push_back(d);
+    std::vector<int64_t> xshape = x.shape();
+    Value xt = transpose(b, x, perm);
+    std::vector<int64_t> src_shape = xt.shape();
+    src_shape[0] = n;
+    Value st = transpose(b, reshape(b, src, [&] {
+                           std::vector<int64_t> s = xshape;
+                           s[dim] = n;
+                           return s;
+                         }()), perm);
+    st = reshape(b, st, src_shape);
+    int64_t size = xshape[dim];
+    idx = reshape(b, idx, {n});
+    assert_in_range(b, idx, 0, size, size);
+    ScatterDims d;
+    for (int64_t i = 1; i < rank; ++i) d.update_window_dims.push_back(i);
+    d.inserted_window_dims = {0};
+    d.scatter_dims_to_operand_dims = {0};
+    d.index_vector_dim = 1;
+    Value r = scatter(b, xt, reshape(b, idx, {n, 1}), st, d, combine);
+    std::vector<int64_t> inv(rank);
+    for (int64_t i = 0; i < rank; ++i) inv[perm[i]] = i;
+    r = transpose(b, r, inv);
+    return std::vector<Value>{reshape(b, r, out.shape)};
+  };
+}
+
 const Registrar registrar({
+    {"index_copy", index_along_dim("")},
+    {"index_add", index_along_dim("add")},
     {"index_select", index_select},
     {"gather", gather_dim},
     {"scatter.src", scatter_rule(false, false)},

@@ -262,3 +262,29 @@ def test_cpu_index_tensors_are_moved_to_the_device():
     assert torch.equal(t.cpu(), x)
     mask = torch.tensor([True, False, True, False])
     assert torch.equal(t[mask].cpu(), x[mask])
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_copy_and_index_add_match_cpu(dim, no_fallbacks):
+    torch.manual_seed(0)
+    x = torch.randn(5, 6, 7)
+    x[0, 0, 0] = float("nan")
+    size = x.shape[dim]
+    index = torch.tensor([size - 1, 0, 2])
+    src_shape = list(x.shape)
+    src_shape[dim] = 3
+    src = torch.randn(src_shape)
+    src[-1, -1, -1] = float("inf")
+    for f in (lambda a, i, s: a.index_copy(dim, i, s), lambda a, i, s: a.index_add(dim, i, s, alpha=2.5),
+              lambda a, i, s: a.clone().index_copy_(dim, i, s)):
+        torch.testing.assert_close(f(x.to("tpu"), index.to("tpu"), src.to("tpu")).cpu(), f(x, index, src),
+                                   equal_nan=True)
+
+
+def test_index_copy_out_of_range_raises_index_error():
+    x = torch.zeros(4, 3, device="tpu")
+    with pytest.raises(IndexError, match="out of range"):
+        x.index_copy_(0, torch.tensor([1, -1], device="tpu"), torch.ones(2, 3, device="tpu"))
+        torch.tpu.synchronize()
+    y = torch.zeros(2, 3, device="tpu").index_copy(0, torch.tensor([1], device="tpu"), torch.ones(1, 3, device="tpu"))
+    assert torch.equal(y.cpu(), torch.tensor([[0.0] * 3, [1.0] * 3]))  # the device stays usable

@@ -39,3 +39,45 @@ def test_logits_match_cpu(tiny_llama, no_fallbacks):
         expected = cpu_model(ids).logits
         got = model(ids.to("tpu")).logits
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_static_cache_generate_auto_compiles_with_backend_tpu(tiny_llama):
+    """transformers compiles a tpu model's decode step with backend="tpu", dynamic=False by itself
+    (modeling_utils._default_compile_config) when generate uses a compilable cache."""
+    import torch._dynamo
+
+    from torch_tpu.compile import stats
+
+    torch._dynamo.reset()
+    cpu_model, path = tiny_llama
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
+    ids = torch.tensor([[1, 5, 9, 13, 2]])
+    expected = cpu_model.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)
+    graphs_before = sum(stats.graphs.values())
+    got = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), max_new_tokens=12, min_new_tokens=12,
+                         do_sample=False, cache_implementation="static")
+    assert got.cpu().tolist() == expected.tolist()
+    assert sum(stats.graphs.values()) > graphs_before  # the decode step ran compiled
+    # Later generations of the same shape compile nothing: no graph, no executable.
+    compiles = torch_tpu._C._cache_stats()["compiles"]
+    graphs = sum(stats.graphs.values())
+    again = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), max_new_tokens=12, min_new_tokens=12,
+                           do_sample=False, cache_implementation="static")
+    assert again.cpu().tolist() == expected.tolist()
+    assert sum(stats.graphs.values()) == graphs
+    assert torch_tpu._C._cache_stats()["compiles"] == compiles
+    assert not stats.splits, dict(stats.splits)
+
+
+def test_explicit_compile_config_fullgraph(tiny_llama):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    cpu_model, path = tiny_llama
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
+    ids = torch.tensor([[7, 3, 3, 8]])
+    expected = cpu_model.generate(ids, max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    config = transformers.CompileConfig(backend="tpu", fullgraph=True, dynamic=False)
+    got = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), max_new_tokens=8, min_new_tokens=8,
+                         do_sample=False, cache_implementation="static", compile_config=config)
+    assert got.cpu().tolist() == expected.tolist()

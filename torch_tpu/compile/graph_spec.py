@@ -44,7 +44,12 @@ def rule_name(target):
         return ""
     overload = target._overloadname
     base = target._schema.name.split("::", 1)[1]
-    return _C._rule_for(base if overload == "default" else f"{base}.{overload}")
+    rule = _C._rule_for(base if overload == "default" else f"{base}.{overload}")
+    if not rule and "Scalar" in overload:
+        # mul.Scalar(self, other): eager PyTorch redispatches to mul.Tensor with a wrapped
+        # number; the graph does the same with the Tensor overload's rule (same argument order).
+        rule = _C._rule_for(f"{base}.{overload.replace('Scalar', 'Tensor')}")
+    return rule
 
 
 def op_label(target):
