@@ -2,6 +2,8 @@
 TORCH_TPU_AOT_CHECK) libtpu's verdicts and estimated TPU time for the ops run."""
 from __future__ import annotations
 
+import sys
+
 from . import _C
 
 
@@ -26,6 +28,9 @@ def fallback_count() -> int:
 
 def reset() -> None:
     _C._reset_metrics()
+    compile_stats = sys.modules.get("torch_tpu.compile.stats")
+    if compile_stats is not None:
+        compile_stats.reset()
 
 
 def report() -> str:
@@ -48,6 +53,9 @@ def report() -> str:
         lines.append(f"  recompiles             {sum(recompiles.values())} (an op compiled again; top reasons)")
         for reason, n in sorted(recompiles.items(), key=lambda kv: -kv[1])[:10]:
             lines.append(f"    {n:>5}  {reason}")
+    compile_stats = sys.modules.get("torch_tpu.compile.stats")  # loaded only once torch.compile ran
+    if compile_stats is not None:
+        lines += compile_stats.report_lines()
     lines += aot_lines(s["aot"])
     top = sorted(s["ops"].items(), key=lambda kv: -kv[1])[:15]
     if top:

@@ -206,10 +206,18 @@ def test_graph_is_split_around_an_op_without_rule():
     assert graph_compiles() >= 2  # the parts before and after the FFT are compiled
 
 
-def test_symbolic_shapes_give_a_clear_error():
-    f = torch.compile(lambda x: x.sum(0) * x.shape[0], backend="tpu", dynamic=True)
-    with pytest.raises(Exception, match="dynamic=False"):
-        f(torch.randn(5, 3, device=DEV))
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_dynamic_shapes_are_specialised_per_shape_at_run_time(dynamic):
+    """dynamic=True, or dynamo's automatic dynamic after a shape change (dynamic=None): XLA
+    compiles static shapes, so each distinct shape compiles once and is reused."""
+    f = torch.compile(lambda x: (x.sum(0) * x.shape[0]).tanh(), backend="tpu", dynamic=dynamic)
+    torch_tpu.metrics.reset()
+    for n in (5, 6, 7, 6, 5):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(f(x.to(DEV)).cpu(), (x.sum(0) * n).tanh())
+    assert graph_compiles() <= 4  # 5, 6, 7 (+ the static first graph when dynamic=None)
+    reasons = torch_tpu.metrics.recompile_reasons()
+    assert any("dynamic shapes specialised" in r and "input" in r for r in reasons), reasons
 
 
 def test_second_process_compiles_nothing(tmp_path):
@@ -255,7 +263,10 @@ def test_compiled_training_with_compiled_adamw_matches_eager():
         return losses, [p.detach().cpu() for p in model.parameters()]
 
     eager_losses, eager_params = run(False)
+    stats.reset()
     comp_losses, comp_params = run(True)
+    assert not stats.splits, dict(stats.splits)  # only the CPU step counters stay eager
+    assert stats.host_ops
     torch.testing.assert_close(torch.tensor(comp_losses), torch.tensor(eager_losses))  # float32 tolerances
     for a, b in zip(comp_params, eager_params):
         torch.testing.assert_close(a, b)

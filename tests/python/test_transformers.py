@@ -49,6 +49,7 @@ def test_static_cache_generate_auto_compiles_with_backend_tpu(tiny_llama):
     from torch_tpu.compile import stats
 
     torch._dynamo.reset()
+    stats.reset()
     cpu_model, path = tiny_llama
     model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
     ids = torch.tensor([[1, 5, 9, 13, 2]])

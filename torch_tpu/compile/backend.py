@@ -39,12 +39,12 @@ def decompositions():
 
 
 def _graph_label(gm):
+    """"file.py:12" of the first traced node: names the graph in metrics and errors."""
     for node in gm.graph.nodes:
-        if node.op == "call_function":
-            where = _spec.source_line(node)
-            if where:
-                return where.split(":")[0] + ":" + where.split(":")[1].split(" ")[0]
-    return "graph"
+        where = _spec.source_line(node) if node.op == "call_function" else ""
+        if where:
+            return where.split(" in ")[0]
+    return type(gm).__name__
 
 
 def _lift_constants(gm):
@@ -75,6 +75,7 @@ class CompiledGraph:
     def __init__(self, spec, constants, options):
         self._boxed_call = True  # an instance attribute: functools.wraps copies it to wrappers
         self.executable = _C._GraphExecutable(spec)
+        self.skipped = set(spec["skipped_inputs"])
         self.constants = constants
         self.options = options
         self._device_constants = None
@@ -86,7 +87,7 @@ class CompiledGraph:
         return self._device_constants
 
     def __call__(self, args):
-        inputs = list(args)
+        inputs = [a for i, a in enumerate(args) if i not in self.skipped] if self.skipped else list(args)
         args.clear()  # boxed convention: let the caller's references go early
         if self.constants:
             device = next((t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "tpu"), "tpu")
@@ -98,12 +99,13 @@ class CompiledGraph:
         return outputs
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: dict, fullgraph: bool):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: dict, fullgraph: bool,
+                  label: str = ""):
     """AOTAutograd's compiler for one forward, backward or inference graph."""
     constants = _lift_constants(gm)
-    name = f"compiled {kind} graph ({_graph_label(gm)})"
+    name = f"compiled {kind} graph ({label or _graph_label(gm)})"
     try:
-        spec = _spec.graph_spec(gm, name)
+        spec = _spec.graph_spec(gm, name, example_inputs)
     except _spec.Unsupported as e:
         node = e.node
         where = _spec.source_line(node) if node is not None else ""
@@ -113,10 +115,51 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
                                + (f"\n  at {where}" if where else "")
                                + ("\n  (fullgraph=True asks for one graph; without it the graph is split "
                                   "around such ops)" if fullgraph else "")) from None
-        return split_unsupported(gm, lambda sub, sub_name: compile_graph(sub, None, sub_name, options, True),
+        return split_unsupported(gm, lambda sub, sub_name: compile_graph(sub, None, sub_name, options, True, label),
                                  kind)
     _stats.note_graph(kind)
     return CompiledGraph(spec, constants, options)
+
+
+def _has_symbolic_shapes(gm):
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return True
+        if isinstance(value, torch.Tensor) and any(not isinstance(d, int) for d in (*value.shape, *value.stride())):
+            return True
+    return False
+
+
+def _input_key(args):
+    return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type, a.requires_grad)
+                 if isinstance(a, torch.Tensor) else (type(a).__name__, a) for a in args)
+
+
+class SpecializedPerShape:
+    """A dynamic-shape graph (dynamic=True, or dynamo's automatic dynamic after a shape change):
+    XLA compiles static shapes, so each distinct input shape is traced and compiled once, at its
+    first call, from the same dynamo graph; dynamo itself does not recompile."""
+
+    def __init__(self, gm, compile_static, label):
+        self.gm = gm
+        self.compile_static = compile_static
+        self.label = label
+        self.compiled = {}
+        self.last_key = None
+
+    def __call__(self, *args):
+        key = _input_key(args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            if self.last_key is not None:
+                _stats.note_shape_specialization(self.label, self.last_key, key)
+            fn = self.compile_static(self.gm, list(args))
+            self.compiled[key] = fn
+        self.last_key = key
+        return fn(*args)
 
 
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=None, **_ignored):
@@ -127,11 +170,17 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=Non
     if os.environ.get("TORCH_TPU_DUMP_GRAPHS"):
         options.setdefault("dump_dir", os.environ["TORCH_TPU_DUMP_GRAPHS"])
     fullgraph = _fullgraph_requested()
-    _stats.note_dynamo_graph(gm, example_inputs)
+    label = _graph_label(gm)
+    _stats.note_dynamo_graph(gm, example_inputs, label)
 
     def compiler(kind):
-        return lambda g, inputs: compile_graph(g, inputs, kind, options, fullgraph)
+        return lambda g, inputs: compile_graph(g, inputs, kind, options, fullgraph, label)
 
-    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                        inference_compiler=compiler("inference"), decompositions=decompositions,
-                        keep_inference_input_mutations=True)(gm, example_inputs)
+    def compile_static(graph, inputs):
+        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                            inference_compiler=compiler("inference"), decompositions=decompositions,
+                            keep_inference_input_mutations=True)(graph, inputs)
+
+    if _has_symbolic_shapes(gm):
+        return SpecializedPerShape(gm, compile_static, label)
+    return compile_static(gm, example_inputs)

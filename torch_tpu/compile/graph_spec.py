@@ -17,6 +17,11 @@ _RANDOM_BASE_NAMES = {"native_dropout", "rand", "randn", "rand_like", "randn_lik
                       "multinomial", "random"}
 
 
+# unsupported_reason() of a node whose results live on the host (e.g. an optimizer's CPU step
+# counters): it runs eagerly on the CPU between compiled parts, which is where it belongs.
+HOST_OP = "computes on CPU tensors"
+
+
 class Unsupported(Exception):
     """A node the driver cannot lower; carries the node for messages and graph splitting."""
 
@@ -85,7 +90,7 @@ def unsupported_reason(node):
         if value is not None and not isinstance(value, torch.Tensor):
             return f"{op_label(node.target)} returns {type(value).__name__} (data-dependent or symbolic)"
         if isinstance(value, torch.Tensor) and value.device.type not in ("tpu", "meta"):
-            return f"{op_label(node.target)} returns a tensor on {value.device}"
+            return HOST_OP
     if node.target is torch.ops.aten.as_strided.default:
         base = node.args[0].meta.get("val")
         if base is None or not base.is_contiguous() or base.storage_offset() != 0:
@@ -110,9 +115,12 @@ def _check_static(val, what):
 
 
 class SpecWriter:
-    def __init__(self, gm: torch.fx.GraphModule, name: str):
+    def __init__(self, gm: torch.fx.GraphModule, name: str, example_inputs=None):
         self.gm = gm
         self.name = name
+        self.example_inputs = example_inputs
+        self.constants = {}   # fx.Node -> Python number (an int input of a graph specialised per shape)
+        self.skipped = []     # positions of such inputs (the caller drops them)
         self.values = []      # (scalar_type, sizes, strides)
         self.ids = {}         # fx.Node -> value id, or list of ids for multi-output nodes
         self.nodes = []
@@ -137,6 +145,8 @@ class SpecWriter:
         type_text = str(arg_type).replace("number", "Scalar")
         if value is None:
             return ("none", 0)
+        if isinstance(value, torch.fx.Node) and value in self.constants:
+            value = self.constants[value]
         if isinstance(value, torch.fx.Node):
             return ("ref", self.ref(value))
         if isinstance(value, (list, tuple)):
@@ -194,9 +204,17 @@ class SpecWriter:
 
     def write(self):
         inputs, outputs = [], []
+        position = 0
         for node in self.gm.graph.nodes:
             try:
                 if node.op == "placeholder":
+                    example = (self.example_inputs[position]
+                               if self.example_inputs is not None and position < len(self.example_inputs) else None)
+                    position += 1
+                    if isinstance(example, (int, float, bool)) and not isinstance(node.meta.get("val"), torch.Tensor):
+                        self.constants[node] = example  # fixed for this executable (specialised per value)
+                        self.skipped.append(position - 1)
+                        continue
                     self.ids[node] = self.new_value(node.meta.get("val"), f"graph input {node.name}")
                     inputs.append(self.ids[node])
                 elif node.op == "get_attr":
@@ -220,7 +238,7 @@ class SpecWriter:
                     e.node = node
                 raise
         return {"name": self.name, "values": self.values, "inputs": inputs, "outputs": outputs,
-                "nodes": self.nodes}
+                "nodes": self.nodes, "skipped_inputs": self.skipped}
 
 
 def _flat_outputs(out):
@@ -232,6 +250,7 @@ def _flat_outputs(out):
     return [out]
 
 
-def graph_spec(gm: torch.fx.GraphModule, name: str) -> dict:
-    """The spec of `gm`; raises Unsupported naming the first node that cannot be lowered."""
-    return SpecWriter(gm, name).write()
+def graph_spec(gm: torch.fx.GraphModule, name: str, example_inputs=None) -> dict:
+    """The spec of `gm`; raises Unsupported naming the first node that cannot be lowered.
+    Number inputs with a concrete example value become constants ("skipped_inputs")."""
+    return SpecWriter(gm, name, example_inputs).write()

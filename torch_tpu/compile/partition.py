@@ -34,8 +34,9 @@ def split_unsupported(gm: torch.fx.GraphModule, compile_part, kind: str):
     partitioner = CapabilityBasedPartitioner(gm, _Lowerable(), allows_single_node_partition=True)
     fused = partitioner.fuse_partitions(partitioner.propose_partitions())
     for node in fused.graph.nodes:
-        if node.op == "call_function" and _spec.unsupported_reason(node) is not None:
-            _stats.note_split(_spec.op_label(node.target), _spec.unsupported_reason(node))
+        reason = _spec.unsupported_reason(node) if node.op == "call_function" else None
+        if reason is not None:
+            _stats.note_split(_spec.op_label(node.target), reason, on_host=reason == _spec.HOST_OP)
         if node.op != "call_module":
             continue
         sub = getattr(fused, node.target)

@@ -2,20 +2,28 @@
 (ops run eagerly between compiled parts) and why dynamo compiled a graph again."""
 import collections
 import os
+import weakref
+
+import torch
 
 from .. import _C
 
 graphs = collections.Counter()   # "forward" / "backward" / "inference" -> graphs compiled
-splits = collections.Counter()   # op -> times a graph was split around it
+splits = collections.Counter()   # op -> times a graph was split around it (no lowering)
 split_reasons = {}
+host_ops = collections.Counter()  # op -> graph nodes left to the CPU because their tensors are CPU tensors
 _last_inputs = {}                # graph structure -> input metas of its latest compile
+executables = weakref.WeakSet()  # every live _C._GraphExecutable
 
 
 def note_graph(kind):
     graphs[kind] += 1
 
 
-def note_split(op, reason):
+def note_split(op, reason, on_host=False):
+    if on_host:
+        host_ops[op] += 1
+        return
     splits[op] += 1
     split_reasons[op] = reason
 
@@ -25,27 +33,47 @@ def _describe(meta):
     return f"{str(dtype).replace('torch.', '')}{list(shape)}"
 
 
-def note_dynamo_graph(gm, example_inputs):
+def note_dynamo_graph(gm, example_inputs, label="graph"):
     """Records which input changed when dynamo hands us a graph it compiled before."""
     structure = tuple((n.op, str(n.target)) for n in gm.graph.nodes if n.op != "placeholder")
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    symbolic = any(not isinstance(d, int) for n in gm.graph.nodes if n.op == "placeholder"
+                   for v in [n.meta.get("example_value")] if isinstance(v, torch.Tensor) for d in v.shape)
     metas = [(tuple(t.shape), t.dtype) if hasattr(t, "shape") else (("value", t), type(t)) for t in example_inputs]
     previous = _last_inputs.get(structure)
     _last_inputs[structure] = metas
     if previous is None:
         return
     reason = "recompiled (guards failed)"
-    for i, (old, new) in enumerate(zip(previous, metas)):
+    if symbolic:
+        reason = "dynamo made input shapes dynamic; torch-tpu specialises each new shape at run time"
+    for i, (old, new) in ([] if symbolic else enumerate(zip(previous, metas))):
         if old != new:
             dims = [d for d, (a, b) in enumerate(zip(old[0], new[0])) if a != b] if len(old[0]) == len(new[0]) else []
             where = f" (dim {dims[0]})" if dims else ""
             name = names[i] if i < len(names) else str(i)
             reason = f"input {i} ({name}): {_describe(old)} -> {_describe(new)}{where}"
             break
-    _C._count_recompile("torch.compile graph", reason)
+    _C._count_recompile(f"torch.compile graph ({label})", reason)
+
+
+def note_shape_specialization(label, old_key, new_key):
+    """A dynamic-shape graph met a new input shape (compiled once more, at run time)."""
+    reason = "new input shapes"
+    for i, (old, new) in enumerate(zip(old_key, new_key)):
+        if old != new:
+            if len(old) == 5 and len(new) == 5 and len(old[0]) == len(new[0]):
+                dims = [d for d, (a, b) in enumerate(zip(old[0], new[0])) if a != b]
+                where = f" (dim {dims[0]})" if dims else ""
+                reason = f"input {i}: {_describe((old[0], old[2]))} -> {_describe((new[0], new[2]))}{where}"
+            else:
+                reason = f"input {i}: {old[-1]!r} -> {new[-1]!r}"
+            break
+    _C._count_recompile(f"torch.compile graph ({label}), dynamic shapes specialised", reason)
 
 
 def note_module(executable, options):
+    executables.add(executable)
     dump_dir = options.get("dump_dir")
     if not dump_dir:
         return
@@ -60,3 +88,25 @@ def reset():
     graphs.clear()
     splits.clear()
     split_reasons.clear()
+    host_ops.clear()
+
+
+def report_lines():
+    """The torch.compile section of torch_tpu.metrics.report()."""
+    if not graphs and not executables:
+        return []
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(graphs.items()))
+    lines = [f"  torch.compile graphs   {sum(graphs.values())} ({kinds})"]
+    for exe in sorted(executables, key=lambda e: -e.runs)[:10]:
+        aot = exe.last_aot()
+        estimate = ""
+        if aot and aot["accepted"] and aot["optimal_seconds"] >= 0:
+            estimate = f", libtpu estimate {aot['optimal_seconds'] * 1e6:.1f} us/run"
+        lines.append(f"    {exe.name}: {exe.compiles} compiled, {exe.runs} runs{estimate}")
+    if splits:
+        lines.append(f"  graph splits           {sum(splits.values())} (ops without a lowering ran eagerly)")
+        for op, n in splits.most_common(10):
+            lines.append(f"    {op:<40} {n}  {split_reasons.get(op, '')}")
+    if host_ops:
+        lines.append(f"  host ops in graphs     {sum(host_ops.values())} (nodes on CPU tensors, run on the CPU)")
+    return lines
