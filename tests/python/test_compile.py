@@ -270,3 +270,68 @@ def test_compiled_training_with_compiled_adamw_matches_eager():
     torch.testing.assert_close(torch.tensor(comp_losses), torch.tensor(eager_losses))  # float32 tolerances
     for a, b in zip(comp_params, eager_params):
         torch.testing.assert_close(a, b)
+
+
+def test_plain_torch_compile_routes_tpu_graphs_to_the_tpu_backend():
+    """torch.compile(model) with no backend (transformers' tests, most scripts) works on tpu."""
+    model = _mlp().to(DEV)
+    before = graph_compiles()
+    compiled = torch.compile(model)
+    x = torch.randn(4, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x.to(DEV)).cpu(), _mlp()(x))
+    assert graph_compiles() == before + 1
+
+
+def test_plain_torch_compile_on_cpu_still_uses_inductor():
+    before = graph_compiles()
+    f = torch.compile(lambda x: torch.sin(x) * 2)
+    x = torch.randn(16)
+    torch.testing.assert_close(f(x), torch.sin(x) * 2)
+    assert graph_compiles() == before
+    backend = torch._dynamo.backends.registry.get_default_backend()
+    assert getattr(backend, "__name__", "") == "tpu_or_inductor"
+
+
+def test_importing_torch_does_not_import_dynamo():
+    code = "import sys, torch; torch.device('tpu'); print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCH_TPU_QUIET="1"))
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def _workloads():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import workloads
+    return workloads
+
+
+def test_mmdit_block_compiled_matches_eager_and_cpu():
+    w = _workloads()
+    cpu_block = w.mmdit_block(dim=64, heads=2)
+    tpu_block = w.mmdit_block(dim=64, heads=2).to(DEV)
+    inputs = w.mmdit_inputs(batch=2, image_tokens=33, text_tokens=7, dim=64)
+    compiled = torch.compile(tpu_block, backend="tpu", fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        ref = cpu_block(*inputs)
+        eager = tpu_block(*[t.to(DEV) for t in inputs])
+        comp = compiled(*[t.to(DEV) for t in inputs])
+    for r, e, c in zip(ref, eager, comp):
+        torch.testing.assert_close(c.cpu(), r, rtol=1e-4, atol=1e-4)  # XLA reassociates f32 sums
+        torch.testing.assert_close(c.cpu(), e.cpu(), rtol=1e-4, atol=1e-4)
+    assert not stats.splits
+
+
+def test_tiny_llama_forward_compiled_matches_cpu():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    cpu_model = transformers.LlamaForCausalLM(config).eval()
+    tpu_model = transformers.LlamaForCausalLM(config).eval()
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    tpu_model.to(DEV)
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6, 5]])
+    compiled = torch.compile(tpu_model, backend="tpu", fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(ids.to(DEV)).logits.cpu(), cpu_model(ids).logits, rtol=1e-4, atol=1e-4)

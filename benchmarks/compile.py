@@ -1,0 +1,155 @@
+"""torch.compile(backend="tpu") vs our eager vs PyTorch CPU eager vs Inductor on the CPU.
+
+Run: `make bench-compile` (or .venv/bin/python benchmarks/compile.py [--quick]). One table:
+three workloads (benchmarks/workloads.py) x {tpu eager, tpu compiled, CPU eager, CPU Inductor},
+first-call (compile) time, and libtpu's v6e estimate of each compiled graph when libtpu is
+installed (the AOT check; the `tpu` device here is XLA:CPU, so its times say nothing about a TPU).
+"""
+import argparse
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TORCH_TPU_QUIET", "1")
+os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_compile_"))
+if importlib.util.find_spec("libtpu") and "TORCH_TPU_AOT_CHECK" not in os.environ:
+    os.environ["TORCH_TPU_AOT_CHECK"] = "v6e:1x1"
+
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+
+import torch_tpu  # noqa: E402
+from torch_tpu.compile import stats  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads  # noqa: E402
+
+
+def sync(device):
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def timed(fn, device, iters):
+    """(first call seconds, steady per-call seconds)."""
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    first = time.perf_counter() - start
+    fn()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync(device)
+    return first, (time.perf_counter() - start) / iters
+
+
+def mlp_step(device, compiled):
+    model = workloads.mlp().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    backend = "tpu" if device == "tpu" else "inductor"
+    fwd = torch.compile(model, backend=backend) if compiled else model
+    step = torch.compile(opt.step, backend=backend) if compiled else opt.step
+    x = torch.randn(64, 256).to(device)
+    y = torch.randint(0, 10, (64,)).to(device)
+
+    def run():
+        loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        step()
+    return run
+
+
+def mmdit(device, compiled):
+    block = workloads.mmdit_block().to(device)
+    backend = "tpu" if device == "tpu" else "inductor"
+    fn = torch.compile(block, backend=backend, fullgraph=True, dynamic=False) if compiled else block
+    inputs = [t.to(device) for t in workloads.mmdit_inputs()]
+
+    def run():
+        with torch.no_grad():
+            fn(*inputs)
+    return run
+
+
+def decode(device, compiled, tokens):
+    import transformers
+
+    model = workloads.tiny_llama().to(device)
+    ids = torch.tensor([[1, 17, 42, 7, 99, 3, 250, 11]]).to(device)
+    config = None
+    if compiled:
+        config = transformers.CompileConfig(backend="tpu" if device == "tpu" else "inductor", dynamic=False,
+                                            mode="default")
+        config._compile_all_devices = True  # transformers compiles only on accelerators unless asked
+    kwargs = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, cache_implementation="static",
+                  attention_mask=torch.ones_like(ids), disable_compile=not compiled, compile_config=config)
+
+    def run():
+        model.generate(ids, **kwargs)
+    return run
+
+
+def libtpu_estimate(names):
+    """Sum of libtpu's v6e estimates (us) of the latest compiled graphs whose name contains one of names."""
+    total, found = 0.0, False
+    for exe in list(stats.executables):
+        aot = exe.last_aot()
+        if aot and aot["accepted"] and aot["optimal_seconds"] >= 0 and exe.runs > 0:
+            total += aot["optimal_seconds"] * 1e6
+            found = True
+    return total if found else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer iterations, skip Inductor")
+    args = parser.parse_args()
+    iters = 3 if args.quick else 10
+    tokens = 16 if args.quick else 32
+    workloads_ = [
+        ("MLP training step (fw+bw+AdamW), ms", lambda d, c: mlp_step(d, c), 1),
+        ("MMDiT block forward (2x333 tokens, d=256), ms", lambda d, c: mmdit(d, c), 1),
+        (f"tiny Llama decode, ms/token (generate {tokens}, static cache)", lambda d, c: decode(d, c, tokens), tokens),
+    ]
+    rows = []
+    for title, make, per in workloads_:
+        result = {}
+        for device, compiled in (("tpu", False), ("tpu", True), ("cpu", False), ("cpu", True)):
+            if device == "cpu" and compiled and args.quick:
+                continue
+            torch._dynamo.reset()
+            stats.executables.clear() if hasattr(stats.executables, "clear") else None
+            run = make(device, compiled)
+            first, steady = timed(run, device, max(1, iters // (4 if per > 1 else 1)))
+            result[(device, compiled)] = (first * 1e3 / per, steady * 1e3 / per)
+            if device == "tpu" and compiled:
+                result["estimate"] = libtpu_estimate(None)
+        rows.append((title, result))
+
+    print(f"torch-tpu compile benchmark — tpu device: {torch_tpu._C._platform_name()} "
+          f"({torch.tpu.get_device_name(0) if hasattr(torch.tpu, 'get_device_name') else ''}); "
+          f"{os.cpu_count()} CPU cores; PyTorch {torch.__version__}")
+    header = (f"{'workload':<58} {'tpu eager':>10} {'tpu comp.':>10} {'cpu eager':>10} {'inductor':>10} "
+              f"{'comp/eager':>10} {'comp/ind.':>10} {'1st call':>10} {'1st/2nd':>8} {'v6e est.':>10}")
+    print(header)
+    for title, r in rows:
+        te, tc = r[("tpu", False)][1], r[("tpu", True)][1]
+        ce = r[("cpu", False)][1]
+        ind = r.get(("cpu", True), (None, None))[1]
+        first = r[("tpu", True)][0]
+        est = r.get("estimate")
+        print(f"{title:<58} {te:>10.3f} {tc:>10.3f} {ce:>10.3f} {ind if ind is None else round(ind, 3)!s:>10} "
+              f"{te / tc:>9.2f}x {'' if ind is None else f'{ind / tc:.2f}x':>10} {first:>9.1f}m {first / tc:>7.0f}x "
+              f"{'' if est is None else f'{est:.1f} us':>10}")
+    print("comp/eager: our eager time / our compiled time (higher is better); comp/ind.: Inductor CPU time / our "
+          "compiled time; 1st call: first compiled call incl. tracing and compiling (ms); v6e est.: libtpu's "
+          "estimate for the compiled graphs of one call (forward/backward/optimizer graphs summed).")
+
+
+if __name__ == "__main__":
+    main()
