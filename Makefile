@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo test test-cpp test-python test-oldest-plugin bench docs clean
+.PHONY: setup build demo test test-cpp test-python test-oldest-plugin bench bench-compile docs clean
 
 setup: $(STAMP) build
 
@@ -61,6 +61,10 @@ test-oldest-plugin: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# torch.compile(backend="tpu") vs our eager vs PyTorch CPU eager and Inductor (docs/compile.md).
+bench-compile: setup
+	$(PY) benchmarks/compile.py
 
 docs: setup
 	TORCH_TPU_QUIET=1 $(PY) tools/gen_ops_table.py > docs/supported_ops.md

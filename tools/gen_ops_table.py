@@ -24,9 +24,22 @@ def table() -> str:
         "| lowering rule | ATen operators it serves |",
         "|---|---|",
     ]
+    graph_only = [r for r in sorted(by_rule) if _C._is_graph_only_rule(r)]
     for rule in sorted(by_rule):
+        if rule in graph_only:
+            continue
         ops = ", ".join(f"`{op}`" for op in sorted(by_rule[rule])) or "(used by other rules)"
         lines.append(f"| `{rule}` | {ops} |")
+    lines += [
+        "",
+        "## Graph-only rules",
+        "",
+        "Used by `torch.compile(backend=\"tpu\")` graphs only (docs/compile.md): view ops, which eager",
+        "mode runs as storage views without a module, and factories, which eager mode runs as",
+        "PyTorch's own kernels over the lowered `fill_`/`arange.out` rules.",
+        "",
+        ", ".join(f"`{r}`" for r in graph_only),
+    ]
     return "\n".join(lines) + "\n"
 
 

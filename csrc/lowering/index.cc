@@ -469,42 +469,66 @@ Rule index_along_dim(const std::string& combine) {
     Builder& b = c.b;
     const Type& out = c.out();
     Value x = convert(b, c.tensor(0), out.dtype);
-    int64_t rank = std::max<int64_t>(static_cast<int64_t>(out.shape.size()), 1);
-    if (out.shape.empty()) x = reshape(b, x, {1});
+    bool scalar = out.shape.empty();
+    if (scalar) x = reshape(b, x, {1});
+    int64_t rank = static_cast<int64_t>(x.shape().size());
     int64_t dim = wrap_dim(c.int_arg(1), rank);
     Value idx = convert(b, c.tensor(2), DType::S64);
     int64_t n = idx.type.numel();
-    Value src = convert(b, c.tensor(3), out.dtype);
-    if (combine == "add" && c.has(4)) src = mul(b, src, cast_to(b, c.tensor(4), out.dtype, src.shape()));
-    std::vector<int64_t> perm{dim};
-    for (int64_t d = 0; d < rank; ++d) if (d != dim) perm.push_back(d);
-    std::vector<int64_t> xshape = x.shape();
-    Value xt = transpose(b, x, perm);
-    std::vector<int64_t> src_shape = xt.shape();
-    src_shape[0] = n;
-    Value st = transpose(b, reshape(b, src, [&] {
-                           std::vector<int64_t> s = xshape;
-                           s[dim] = n;
-                           return s;
-                         }()), perm);
-    st = reshape(b, st, src_shape);
-    int64_t size = xshape[dim];
+    std::vector<int64_t> src_shape = x.shape();
+    src_shape[dim] = n;
+    Value src = reshape(b, convert(b, c.tensor(3), out.dtype), src_shape);
+    if (combine == "add" && c.has(4)) src = mul(b, src, cast_to(b, c.tensor(4), out.dtype, src_shape));
     idx = reshape(b, idx, {n});
-    assert_in_range(b, idx, 0, size, size);
+    assert_in_range(b, idx, 0, x.shape()[dim], x.shape()[dim]);
+    // The source keeps its layout: its dim `dim` is the scatter dim, the others are the window
+    // (no transposes of a KV cache around the write).
     ScatterDims d;
-    for (int64_t i = 1; i < rank; ++i) d.update_window_dims.push_back(i);
-    d.inserted_window_dims = {0};
-    d.scatter_dims_to_operand_dims = {0};
+    for (int64_t i = 0; i < rank; ++i) if (i != dim) d.update_window_dims.push_back(i);
+    d.inserted_window_dims = {dim};
+    d.scatter_dims_to_operand_dims = {dim};
     d.index_vector_dim = 1;
-    Value r = scatter(b, xt, reshape(b, idx, {n, 1}), st, d, combine);
-    std::vector<int64_t> inv(rank);
-    for (int64_t i = 0; i < rank; ++i) inv[perm[i]] = i;
-    r = transpose(b, r, inv);
+    Value r = scatter(b, x, reshape(b, idx, {n, 1}), src, d, combine);
     return std::vector<Value>{reshape(b, r, out.shape)};
   };
 }
 
+// slice_scatter(self, src, dim, start?, end?, step) / select_scatter(self, src, dim, index):
+// self with that slice (or row) replaced by src - the backward of slicing, and what
+// functionalization makes of writes through a slice.
+std::vector<Value> slice_scatter(Context& c, bool select) {
+  Builder& b = c.b;
+  const Type& out = c.out();
+  Value x = convert(b, c.tensor(0), out.dtype);
+  int64_t rank = static_cast<int64_t>(out.shape.size());
+  int64_t dim = wrap_dim(c.int_arg(2), rank);
+  int64_t size = out.shape[dim];
+  auto clamp_index = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
+  int64_t start = select ? (c.int_arg(3) < 0 ? c.int_arg(3) + size : c.int_arg(3)) : (c.has(3) ? clamp_index(c.int_arg(3)) : 0);
+  int64_t step = select ? 1 : (c.has(5) ? c.int_arg(5) : 1);
+  std::vector<int64_t> src_shape = out.shape;
+  int64_t count = select ? 1 : c.tensor(1).shape().at(dim);
+  src_shape[dim] = count;
+  Value src = reshape(b, convert(b, c.tensor(1), out.dtype), src_shape);
+  if (count == 0) return {x};
+  if (step == 1) {
+    std::vector<Value> starts;
+    for (int64_t d = 0; d < rank; ++d) starts.push_back(constant(b, d == dim ? static_cast<double>(start) : 0, DType::S64));
+    return {dynamic_update_slice(b, x, src, starts)};
+  }
+  Value idx = add(b, constant(b, static_cast<double>(start), DType::S64, {count}),
+                  mul(b, iota(b, Type(DType::S64, {count}), 0), constant(b, static_cast<double>(step), DType::S64, {count})));
+  ScatterDims d;
+  for (int64_t i = 0; i < rank; ++i) if (i != dim) d.update_window_dims.push_back(i);
+  d.inserted_window_dims = {dim};
+  d.scatter_dims_to_operand_dims = {dim};
+  d.index_vector_dim = 1;
+  return {scatter(b, x, reshape(b, idx, {count, 1}), src, d, "")};
+}
+
 const Registrar registrar({
+    {"slice_scatter", [](Context& c) { return slice_scatter(c, false); }},
+    {"select_scatter", [](Context& c) { return slice_scatter(c, true); }},
     {"index_copy", index_along_dim("")},
     {"index_add", index_along_dim("add")},
     {"index_select", index_select},

@@ -27,6 +27,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_register_kernels", &register_lowered_ops);
   m.def("_lowering_rules", &tpu::lowering::registered_ops);
+  m.def("_is_graph_only_rule", &tpu::lowering::is_graph_only_rule);
   m.def("_rule_for", [](const std::string& op) {  // "add_.Tensor" -> "add.Tensor"
     size_t dot = op.find('.');
     return tpu::lowering::rule_for(op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));

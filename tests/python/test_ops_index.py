@@ -288,3 +288,21 @@ def test_index_copy_out_of_range_raises_index_error():
         torch.tpu.synchronize()
     y = torch.zeros(2, 3, device="tpu").index_copy(0, torch.tensor([1], device="tpu"), torch.ones(1, 3, device="tpu"))
     assert torch.equal(y.cpu(), torch.tensor([[0.0] * 3, [1.0] * 3]))  # the device stays usable
+
+
+@pytest.mark.parametrize("dim,start,end,step", [(0, 1, 4, 1), (1, -5, None, 2), (2, 0, 7, 3), (-1, 2, 2, 1)])
+def test_slice_scatter_matches_cpu(dim, start, end, step, no_fallbacks):
+    x = torch.randn(5, 6, 7)
+    x[0, 0, 0] = float("nan")
+    src = torch.randn_like(x[(slice(None),) * (dim % 3) + (slice(start, end, step),)])
+    ref = torch.slice_scatter(x, src, dim, start, end, step)
+    got = torch.slice_scatter(x.to("tpu"), src.to("tpu"), dim, start, end, step)
+    torch.testing.assert_close(got.cpu(), ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("dim,index", [(0, 2), (1, -1), (2, 0)])
+def test_select_scatter_matches_cpu(dim, index, no_fallbacks):
+    x = torch.randn(4, 5, 6)
+    src = torch.randn_like(x.select(dim, index))
+    torch.testing.assert_close(torch.select_scatter(x.to("tpu"), src.to("tpu"), dim, index).cpu(),
+                               torch.select_scatter(x, src, dim, index))
