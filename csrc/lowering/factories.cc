@@ -1,4 +1,6 @@
-// Non-random factories: arange, linspace, eye (out= overloads).
+// Non-random factories: arange, linspace, eye (out= overloads), and the factories graphs see
+// (graph-only rules, registry.h): eager mode runs PyTorch's own kernels for full, zeros, empty,
+// arange(...) (an empty storage, then fill_ / arange.out); a graph computes their values.
 #include <cstdint>
 #include <vector>
 
@@ -10,13 +12,14 @@ namespace {
 
 using namespace hlo;
 
-// arange.start_out(start, end, step, out): value = start + i * step.
-std::vector<Value> arange(Context& c, bool has_start) {
+// arange.start_out(start, end, step, out), arange.out(end, out), and in graphs arange(end),
+// arange.start(start, end), arange.start_step(start, end, step): value = start + i * step.
+std::vector<Value> arange(Context& c, bool has_start, bool has_step) {
   Builder& b = c.b;
   const Type& out = c.out();
   int64_t n = out.shape.at(0);
   Value start = has_start ? c.tensor(0) : constant(b, 0, DType::S64);
-  Value step = has_start ? c.tensor(2) : constant(b, 1, DType::S64);
+  Value step = has_step ? c.tensor(2) : constant(b, 1, DType::S64);
   bool integral = !is_float(out.dtype) && is_integer(start.dtype()) && is_integer(step.dtype());
   DType acc = integral ? DType::S64 : float_opmath(out.dtype);
   if (is_integer(out.dtype) && !integral) acc = DType::F64;
@@ -52,12 +55,41 @@ std::vector<Value> eye(Context& c) {
   return {convert(b, compare(b, r, col, "EQ"), out.dtype)};
 }
 
+// empty* has no defined contents; zeros keep graphs deterministic.
+std::vector<Value> zeros_out(Context& c) { return {zeros(c.b, c.out())}; }
+std::vector<Value> ones_out(Context& c) { return {constant(c.b, 1, c.out().dtype, c.out().shape)}; }
+
+// full(size, fill_value), full_like(self, fill_value), new_full(self, size, fill_value),
+// scalar_tensor(s): the fill value is argument `i`, a 0-d value.
+Value filled(Context& c, size_t i) { return cast_to(c.b, c.tensor(i), c.out().dtype, c.out().shape); }
+
 const Registrar registrar({
-    {"arange.start_out", [](Context& c) { return arange(c, true); }},
-    {"arange.out", [](Context& c) { return arange(c, false); }},
+    {"arange.start_out", [](Context& c) { return arange(c, true, true); }},
+    {"arange.out", [](Context& c) { return arange(c, false, false); }},
     {"linspace.out", linspace},
     {"eye.out", eye},
     {"eye.m_out", eye},
+});
+
+const GraphRegistrar graph_registrar({
+    {"empty.memory_format", zeros_out},
+    {"empty_strided", zeros_out},
+    {"empty_like", zeros_out},
+    {"new_empty", zeros_out},
+    {"new_empty_strided", zeros_out},
+    {"zeros", zeros_out},
+    {"zeros_like", zeros_out},
+    {"new_zeros", zeros_out},
+    {"ones", ones_out},
+    {"ones_like", ones_out},
+    {"new_ones", ones_out},
+    {"full", [](Context& c) { return std::vector<Value>{filled(c, 1)}; }},
+    {"full_like", [](Context& c) { return std::vector<Value>{filled(c, 1)}; }},
+    {"new_full", [](Context& c) { return std::vector<Value>{filled(c, 2)}; }},
+    {"scalar_tensor", [](Context& c) { return std::vector<Value>{filled(c, 0)}; }},
+    {"arange", [](Context& c) { return arange(c, false, false); }},
+    {"arange.start", [](Context& c) { return arange(c, true, false); }},
+    {"arange.start_step", [](Context& c) { return arange(c, true, true); }},
 });
 
 }  // namespace

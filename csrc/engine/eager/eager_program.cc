@@ -17,16 +17,6 @@ DType scalar_param_dtype(const ScalarRef& s, DType compute) {
   return DType::S64;
 }
 
-program::View view_of(const TensorRef& t, int tensor_index) {
-  program::View v;
-  v.sizes = t.tensor.sizes().vec();
-  v.strides = t.tensor.strides().vec();
-  v.dtype = to_hlo(t.tensor.scalar_type());
-  v.access = t.access;
-  v.offset_binding = t.has_offset ? tensor_index : -1;
-  return v;
-}
-
 class Assembler {
  public:
   Assembler(const OpCall& call, const std::string& label) : call_(call), p_(label) {}
@@ -35,14 +25,7 @@ class Assembler {
 
   void bind(DType compute) {
     for (size_t s = 0; s < call_.storages.size(); ++s) {
-      const StorageRef& st = call_.storages[s];
-      program::StorageSlot slot;
-      slot.binding = static_cast<int>(s);
-      slot.dtype = st.dtype;
-      slot.layout = program::Layout{st.buffer->dims};
-      slot.unwritten = st.unwritten;
-      slot.sharding = st.buffer->sharding;
-      slots_.push_back(p_.storage(slot));
+      slots_.push_back(p_.storage(slot_of(call_.storages[s], static_cast<int>(s))));
     }
     for (size_t s = 0; s < call_.scalars.size(); ++s) {
       scalars_.push_back(p_.scalar(scalar_param_dtype(call_.scalars[s], compute), static_cast<int>(s)));
@@ -136,6 +119,26 @@ class Assembler {
 };
 
 }  // namespace
+
+program::StorageSlot slot_of(const StorageRef& st, int binding) {
+  program::StorageSlot slot;
+  slot.binding = binding;
+  slot.dtype = st.dtype;
+  slot.layout = program::Layout{st.buffer->dims};
+  slot.unwritten = st.unwritten;
+  slot.sharding = st.buffer->sharding;
+  return slot;
+}
+
+program::View view_of(const TensorRef& t, int offset_binding) {
+  program::View v;
+  v.sizes = t.tensor.sizes().vec();
+  v.strides = t.tensor.strides().vec();
+  v.dtype = to_hlo(t.tensor.scalar_type());
+  v.access = t.access;
+  v.offset_binding = t.has_offset ? offset_binding : -1;
+  return v;
+}
 
 program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                     size_t num_args, const OpCall& call, const OpOutputs& outputs,

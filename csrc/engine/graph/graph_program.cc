@@ -4,6 +4,7 @@
 #include <ATen/native/TypeProperties.h>
 
 #include "engine/device/dtypes.h"
+#include "engine/eager/eager_program.h"
 #include "hlo/ops.h"
 #include "lowering/registry.h"
 
@@ -93,34 +94,18 @@ class GraphAssembler {
   }
 
  private:
-  program::View view_of(int input) const {
-    const TensorRef& t = inputs_.tensors.at(input);
-    program::View v;
-    v.sizes = t.tensor.sizes().vec();
-    v.strides = t.tensor.strides().vec();
-    v.dtype = to_hlo(t.tensor.scalar_type());
-    v.access = t.access;
-    v.offset_binding = t.has_offset ? input : -1;
-    return v;
-  }
+  program::View input_view(int input) const { return view_of(inputs_.tensors.at(input), input); }
 
   void bind_inputs() {
     for (size_t s = 0; s < inputs_.storages.size(); ++s) {
-      const StorageRef& st = inputs_.storages[s];
-      program::StorageSlot slot;
-      slot.binding = static_cast<int>(s);
-      slot.dtype = st.dtype;
-      slot.layout = program::Layout{st.buffer->dims};
-      slot.unwritten = st.unwritten;
-      slot.sharding = st.buffer->sharding;
-      slots_.push_back(p_.storage(slot));
+      slots_.push_back(p_.storage(slot_of(inputs_.storages[s], static_cast<int>(s))));
     }
     // Every input is read before any node runs: write-backs to inputs come last in a
     // functionalized graph, and two inputs may share a storage.
     for (size_t i = 0; i < spec_.inputs.size(); ++i) {
       const TensorRef& t = inputs_.tensors.at(i);
       Value v = t.storage < 0 ? p_.scalar(to_hlo(t.tensor.scalar_type()), t.scalar)
-                              : p_.read(slots_[t.storage], view_of(static_cast<int>(i)));
+                              : p_.read(slots_[t.storage], input_view(static_cast<int>(i)));
       values_[spec_.inputs[i]] = v;
       input_of_value_[spec_.inputs[i]] = static_cast<int>(i);
     }
@@ -226,7 +211,7 @@ class GraphAssembler {
     if (it == input_of_value_.end()) return;
     const TensorRef& t = inputs_.tensors.at(it->second);
     if (t.storage < 0) throw program::ProgramError("a graph writes into a CPU scalar input");
-    p_.write(slots_[t.storage], view_of(it->second), result);
+    p_.write(slots_[t.storage], input_view(it->second), result);
   }
 
   const GraphSpec& spec_;
