@@ -82,3 +82,20 @@ def test_explicit_compile_config_fullgraph(tiny_llama):
     got = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), max_new_tokens=8, min_new_tokens=8,
                          do_sample=False, cache_implementation="static", compile_config=config)
     assert got.cpu().tolist() == expected.tolist()
+
+
+def test_gpt2_tied_lm_head_stays_tied_and_trains_like_cpu(tmp_path):
+    config = transformers.GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=2, n_head=4)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    cpu_model = transformers.GPT2LMHeadModel.from_pretrained(tmp_path)
+    model = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).to("tpu")
+    assert model.lm_head.weight is model.transformer.wte.weight
+    ids = torch.tensor([[5, 9, 2, 77, 31, 8]])
+    for m, dev in ((cpu_model, "cpu"), (model, "tpu")):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        loss = m(ids.to(dev), labels=ids.to(dev)).loss
+        loss.backward()
+        opt.step()
+    torch.testing.assert_close(model.lm_head.weight.detach().cpu(), cpu_model.lm_head.weight.detach(),
+                               rtol=1e-5, atol=1e-6)

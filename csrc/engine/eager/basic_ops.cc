@@ -215,12 +215,23 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   stack->push_back(dst);
 }
 
+// Module.to("tpu") converts parameters in place (param.data = converted, identity and weight
+// ties preserved, as on CUDA) only if PyTorch deems CPU and tpu tensors shallow-copy
+// compatible; its built-in list of dense backends leaves PrivateUse1 out and defers to this op.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  return self.key_set() == from.key_set() || (dense(self) && dense(from));
+}
+
 const std::set<std::string>& explicit_kernels() {
   static const std::set<std::string> names{
       "empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold",
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
-      "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2"};
+      "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
+      "_has_compatible_shallow_copy_type"};
   return names;
 }
 
@@ -234,6 +245,7 @@ bool is_explicit_kernel(const c10::OperatorName& name) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
