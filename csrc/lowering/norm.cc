@@ -1,4 +1,4 @@
-// Normalization layers: layer norm and group norm, and their backwards.
+// Normalization layers: layer norm, group norm and batch norm, and their backwards.
 //
 // Statistics are computed in the opmath type (f32 for bf16/f16 inputs).
 #include <cstdint>
@@ -144,7 +144,74 @@ std::vector<Value> native_group_norm_backward(Context& c) {
   return {grad_input, grad_weight, grad_bias};
 }
 
+// ---- Batch norm ----
+
+// Statistics per channel (dim 1) over every other dim. `stats`: index of running_mean (then
+// running_var) or -1; `training`: batch statistics (else the running ones); with
+// `update_stats` the running statistics come back updated as outputs 3 and 4 (the functional
+// form AOTAutograd graphs use; the unbiased variance goes into running_var, as PyTorch does).
+std::vector<Value> batch_norm(Context& c, int stats, bool training, double momentum, double eps, bool update_stats) {
+  Builder& b = c.b;
+  DType out = c.out(0).dtype;
+  DType acc = opmath(out);
+  Value x = convert(b, c.tensor(0), acc);
+  if (x.rank() < 2) throw std::invalid_argument("batch_norm: expected at least 2-D input");
+  int64_t channels = x.shape()[1];
+  std::vector<int64_t> dims;
+  int64_t n = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i == 1) continue;
+    dims.push_back(i);
+    n *= x.shape()[i];
+  }
+  auto per_channel = [&](Value v) { return broadcast_in_dim(b, v, x.shape(), {1}); };
+  auto vec = [&](double v) { return constant(b, v, acc, {channels}); };
+  Value mean, var;
+  if (training) {
+    mean = div(b, reduce(b, x, dims, "add"), vec(static_cast<double>(n)));
+    Value d = sub(b, x, per_channel(mean));
+    var = div(b, reduce(b, mul(b, d, d), dims, "add"), vec(static_cast<double>(n)));
+  } else {
+    if (stats < 0) throw std::invalid_argument("batch_norm: evaluation needs running statistics");
+    mean = convert(b, c.tensor(stats), acc);
+    var = convert(b, c.tensor(stats + 1), acc);
+  }
+  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
+  Value y = mul(b, sub(b, x, per_channel(mean)), per_channel(rstd));
+  if (c.has(1)) y = mul(b, y, per_channel(convert(b, c.tensor(1), acc)));
+  if (c.has(2)) y = add(b, y, per_channel(convert(b, c.tensor(2), acc)));
+  std::vector<Value> results{convert(b, y, out)};
+  for (size_t i : {1, 2}) {  // save_mean, save_rstd: empty outside training
+    results.push_back(training ? convert(b, reshape(b, i == 1 ? mean : rstd, c.out(i).shape), c.out(i).dtype)
+                               : zeros(b, c.out(i)));
+  }
+  if (update_stats) {
+    Value rm = convert(b, c.tensor(stats), acc), rv = convert(b, c.tensor(stats + 1), acc);
+    if (training) {
+      Value keep = vec(1 - momentum), m = vec(momentum);
+      rm = add(b, mul(b, keep, rm), mul(b, m, mean));
+      Value unbiased = mul(b, var, vec(n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0));
+      rv = add(b, mul(b, keep, rv), mul(b, m, unbiased));
+    }
+    results.push_back(convert(b, rm, c.out(3).dtype));
+    results.push_back(convert(b, rv, c.out(4).dtype));
+  }
+  return results;
+}
+
 const Registrar registrar({
+    // (input, weight?, bias?, running_mean, running_var, training, momentum, eps)
+    {"_native_batch_norm_legit_functional", [](Context& c) {
+       return batch_norm(c, 3, c.bool_arg(5), c.double_arg(6), c.double_arg(7), true);
+     }},
+    // no_stats: (input, weight?, bias?, training, momentum, eps)
+    {"_native_batch_norm_legit.no_stats", [](Context& c) {
+       return batch_norm(c, -1, true, c.double_arg(4), c.double_arg(5), false);
+     }},
+    // (input, weight?, bias?, running_mean, running_var, momentum, eps)
+    {"_native_batch_norm_legit_no_training", [](Context& c) {
+       return batch_norm(c, 3, false, c.double_arg(5), c.double_arg(6), false);
+     }},
     {"native_layer_norm", native_layer_norm},
     {"native_layer_norm_backward", native_layer_norm_backward},
     {"native_group_norm", native_group_norm},

@@ -368,3 +368,71 @@ def test_compiled_tiny_transformer_trains_like_eager():
     torch.testing.assert_close(comp_w, eager_w, rtol=1e-4, atol=1e-4)
     assert not stats.splits and not stats.host_ops  # capturable AdamW: the whole step on the device
     assert stats.graphs["forward"] and stats.graphs["backward"]
+
+
+def test_convnet_with_batchnorm_trains_compiled_like_cpu():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, stride=2), nn.GroupNorm(4, 16), nn.SiLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(16, 5))
+    x = torch.randn(4, 3, 15, 15)
+    ref = model(x)
+    ref.sum().backward()
+    grad = model[0].weight.grad.clone()
+    running_mean = model[1].running_mean.clone()
+    model.zero_grad()
+    model[1].reset_running_stats()
+    model.to(DEV)
+    stats.reset()
+    out = torch.compile(model, backend="tpu")(x.to(DEV))
+    out.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(model[0].weight.grad.cpu(), grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(model[1].running_mean.cpu(), running_mean)
+    assert not stats.splits, dict(stats.splits)
+    model.eval()  # inference: running statistics
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="tpu")(x.to(DEV)).cpu(), model.cpu()(x),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_bf16_autocast_inside_a_compiled_graph():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = model(x)
+    compiled = torch.compile(model.to(DEV), backend="tpu")
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        out = compiled(x.to(DEV))
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float().cpu(), ref.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_in_place_writes_to_graph_inputs():
+    def f(x, y):
+        x.add_(y)
+        x[0] = 7
+        return x.sum()
+
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    a_tpu = a.to(DEV)
+    out = torch.compile(f, backend="tpu")(a_tpu, b.to(DEV))
+    expected = f(a, b)
+    torch.testing.assert_close(a_tpu.cpu(), a)
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_bert_encoder_fullgraph_with_padding_mask():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    ids = torch.tensor([[1, 5, 7, 9, 0, 0], [3, 4, 5, 6, 7, 8]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        ref = model(ids, attention_mask=mask).last_hidden_state
+        compiled = torch.compile(model.to(DEV), backend="tpu", fullgraph=True)
+        out = compiled(ids.to(DEV), attention_mask=mask.to(DEV)).last_hidden_state
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-4)
