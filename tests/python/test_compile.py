@@ -436,3 +436,10 @@ def test_bert_encoder_fullgraph_with_padding_mask():
         compiled = torch.compile(model.to(DEV), backend="tpu", fullgraph=True)
         out = compiled(ids.to(DEV), attention_mask=mask.to(DEV)).last_hidden_state
     torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_cpu_index_tensor_input():
+    f = torch.compile(lambda x, idx: x[idx] * 2, backend="tpu")
+    x = torch.randn(6, 3)
+    idx = torch.tensor([4, 0, -1])
+    torch.testing.assert_close(f(x.to(DEV), idx).cpu(), x[idx] * 2)

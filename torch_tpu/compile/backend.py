@@ -89,9 +89,14 @@ class CompiledGraph:
     def __call__(self, args):
         inputs = [a for i, a in enumerate(args) if i not in self.skipped] if self.skipped else list(args)
         args.clear()  # boxed convention: let the caller's references go early
+        device = next((t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "tpu"), None)
         if self.constants:
-            device = next((t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "tpu"), "tpu")
-            inputs += self._constants_on(device)
+            inputs += self._constants_on(device or "tpu")
+        if device is not None:
+            # CPU tensors other than 0-d scalars (e.g. CPU index tensors, which PyTorch accepts
+            # for device tensors) are copied to the device; 0-d ones are runtime scalars.
+            inputs = [t.to(device) if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0 else t
+                      for t in inputs]
         compiles_before = self.executable.compiles
         outputs = self.executable.run(inputs)
         if self.executable.compiles != compiles_before:
