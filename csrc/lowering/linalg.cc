@@ -112,7 +112,49 @@ std::vector<Value> dot(Context& c) {
   return {finish(c.b, dot_general(c.b, x, y, {}, {}, {0}, {0}, product_dtype(t)), t)};
 }
 
+// _grouped_mm(self, mat2, offs?, bias?, out_dtype?): the grouped GEMM of MoE layers.
+//   2-D x 3-D with offs: rows [offs[g-1], offs[g]) of self times mat2[g] -> [M, N]
+//   2-D x 2-D with offs: columns/rows [offs[g-1], offs[g]) of the contraction -> [G, M, N]
+//   3-D x 3-D: a batched matmul -> [G, M, N]
+// Groups are selected with masks over every group's product (G times the flops of the exact
+// grouped product): exact results, shapes independent of the offsets' values.
+std::vector<Value> grouped_mm(Context& c) {
+  Builder& b = c.b;
+  const Type& out = c.out();
+  DType acc = opmath(out.dtype);
+  if (c.has(3)) throw NotLowerable("_grouped_mm with bias");
+  Value x = convert(b, c.tensor(0), acc), w = convert(b, c.tensor(1), acc);
+  int64_t xr = x.rank(), wr = w.rank();
+  auto group_mask = [&](Value offs, int64_t groups, int64_t length) {  // [G, length]: in group g
+    Value ends = convert(b, reshape(b, offs, {groups}), DType::S64);
+    Value starts = concatenate(b, {constant(b, 0, DType::S64, {1}), slice(b, ends, {0}, {groups - 1}, {1})}, 0);
+    Value pos = iota(b, Type(DType::S64, {groups, length}), 1);
+    Value lo = compare(b, pos, broadcast_in_dim(b, starts, {groups, length}, {0}), "GE");
+    Value hi = compare(b, pos, broadcast_in_dim(b, ends, {groups, length}, {0}), "LT");
+    return binary(b, "stablehlo.and", lo, hi);
+  };
+  Value r;
+  if (xr == 2 && wr == 3 && c.has(2)) {
+    int64_t groups = w.shape()[0], m = x.shape()[0], n = w.shape()[2];
+    Value all = dot_general(b, w, x, {}, {}, {1}, {1}, acc);   // [G, N, M]
+    all = transpose(b, all, {0, 2, 1});                        // [G, M, N]
+    Value mask = broadcast_in_dim(b, group_mask(c.tensor(2), groups, m), {groups, m, n}, {0, 1});
+    r = reduce(b, select(b, mask, all, zeros(b, all.type)), {0}, "add");
+  } else if (xr == 2 && wr == 2 && c.has(2)) {
+    int64_t groups = c.tensor(2).type.numel(), m = x.shape()[0], k = x.shape()[1];
+    Value mask = broadcast_in_dim(b, group_mask(c.tensor(2), groups, k), {groups, m, k}, {0, 2});
+    Value xg = select(b, mask, broadcast_in_dim(b, x, {groups, m, k}, {1, 2}), zeros(b, Type(acc, {groups, m, k})));
+    r = dot_general(b, xg, w, {}, {}, {2}, {0}, acc);  // [G, M, N]
+  } else if (xr == 3 && wr == 3 && !c.has(2)) {
+    r = dot_general(b, x, w, {0}, {0}, {2}, {1}, acc);
+  } else {
+    throw NotLowerable("_grouped_mm: this combination of ranks and offsets");
+  }
+  return {convert(b, r, out.dtype)};
+}
+
 const Registrar registrar({
+    {"_grouped_mm", grouped_mm},
     {"mm", product_rule(mm_product, "mm")},
     {"bmm", product_rule(bmm_product, "bmm")},
     {"mv", product_rule(mv_product, "mv")},

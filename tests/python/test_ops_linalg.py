@@ -143,3 +143,30 @@ def test_bad_shapes_raise():
         torch.dot(torch.randn(3, device=DEV), torch.randn(4, device=DEV))
     # Shape errors found by Python meta kernels are re-raised by the CPU kernel (fallback path).
     torch_tpu.metrics.reset()
+
+
+def _k_major(t):
+    """The layout PyTorch's CPU _grouped_mm requires of mat2 (contraction dim contiguous)."""
+    return t.transpose(-2, -1).contiguous().transpose(-2, -1)
+
+
+# bfloat16: PyTorch's meta kernel for _grouped_mm accepts only bf16 (float32 runs on the CPU
+# fallback because its output shape cannot be inferred; docs/limits.md).
+@pytest.mark.parametrize("offsets", [[2, 2, 7], [0, 3, 7], [7, 7, 7]])
+def test_grouped_mm_2d_3d_matches_cpu(offsets, no_fallbacks):
+    torch.manual_seed(0)
+    a, b = torch.randn(7, 8).bfloat16(), _k_major(torch.randn(3, 8, 8)).bfloat16()
+    offs = torch.tensor(offsets, dtype=torch.int32)
+    ref = torch._grouped_mm(a, b, offs=offs)
+    got = torch._grouped_mm(a.to("tpu"), b.to("tpu"), offs=offs.to("tpu"))
+    torch.testing.assert_close(got.cpu(), ref)
+
+
+def test_grouped_mm_2d_2d_and_3d_3d_match_cpu(no_fallbacks):
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 16).bfloat16(), _k_major(torch.randn(16, 8)).bfloat16()
+    offs = torch.tensor([8, 16], dtype=torch.int32)
+    torch.testing.assert_close(torch._grouped_mm(a.to("tpu"), b.to("tpu"), offs=offs.to("tpu")).cpu(),
+                               torch._grouped_mm(a, b, offs=offs))
+    a3, b3 = torch.randn(3, 8, 8).bfloat16(), _k_major(torch.randn(3, 8, 8)).bfloat16()
+    torch.testing.assert_close(torch._grouped_mm(a3.to("tpu"), b3.to("tpu")).cpu(), torch._grouped_mm(a3, b3))
