@@ -65,8 +65,7 @@ def op_label(target):
 
 def _is_random(target):
     schema = target._schema
-    if any(str(a.type).startswith(("Generator", "Optional[Generator]")) or "Generator" in str(a.type)
-           for a in schema.arguments):
+    if any("Generator" in str(a.type) for a in schema.arguments):
         return True
     return schema.name.split("::", 1)[1].rstrip("_") in _RANDOM_BASE_NAMES
 
