@@ -105,19 +105,22 @@ GraphSpec to_spec(const py::dict& d) {
   return spec;
 }
 
-py::object aot_dict(const std::shared_ptr<const tpu::engine::AotResult>& r) {
-  if (!r) return py::none();
+}  // namespace
+
+// libtpu's verdict on one module, as Python sees it (also used by _aot_check_stats).
+py::dict aot_result_dict(const tpu::engine::AotResult& r) {
   py::dict d;
-  d["accepted"] = r->accepted;
-  d["message"] = r->message;
-  d["flops"] = r->flops;
-  d["bytes_accessed"] = r->bytes_accessed;
-  d["optimal_seconds"] = r->optimal_seconds;
-  d["roofline_seconds"] = r->roofline_seconds;
+  d["label"] = r.label;
+  d["accepted"] = r.accepted;
+  d["message"] = r.message;
+  d["compile_seconds"] = r.compile_seconds;
+  d["flops"] = r.flops;
+  d["bytes_accessed"] = r.bytes_accessed;
+  d["optimal_seconds"] = r.optimal_seconds;
+  d["roofline_seconds"] = r.roofline_seconds;
+  d["cached"] = r.cached;
   return d;
 }
-
-}  // namespace
 
 void register_graph_bindings(py::module& m) {
   m.def("_count_recompile", &tpu::engine::count_recompile);
@@ -145,5 +148,8 @@ void register_graph_bindings(py::module& m) {
       .def_property_readonly("compiles", &GraphExecutable::compiles)
       .def_property_readonly("runs", &GraphExecutable::runs)
       .def("last_module", &GraphExecutable::last_module)
-      .def("last_aot", [](const GraphExecutable& g) { return aot_dict(g.last_aot()); });
+      .def("last_aot", [](const GraphExecutable& g) -> py::object {
+        auto r = g.last_aot();
+        return r ? py::object(aot_result_dict(*r)) : py::object(py::none());
+      });
 }

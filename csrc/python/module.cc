@@ -17,7 +17,8 @@
 namespace py = pybind11;
 using namespace tpu::engine;
 
-void register_graph_bindings(py::module& m);  // graph_bindings.cc
+void register_graph_bindings(py::module& m);               // graph_bindings.cc
+py::dict aot_result_dict(const tpu::engine::AotResult& r);  // graph_bindings.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-tpu core (C++)";
@@ -134,17 +135,7 @@ PYBIND11_MODULE(_C, m) {
       } else if (!rejections.contains(r->label)) {
         rejections[py::str(r->label)] = r->message;
       }
-      py::dict m;
-      m["label"] = r->label;
-      m["accepted"] = r->accepted;
-      m["message"] = r->message;
-      m["compile_seconds"] = r->compile_seconds;
-      m["flops"] = r->flops;
-      m["bytes_accessed"] = r->bytes_accessed;
-      m["optimal_seconds"] = r->optimal_seconds;
-      m["roofline_seconds"] = r->roofline_seconds;
-      m["cached"] = r->cached;
-      modules.append(m);
+      modules.append(aot_result_dict(*r));
     }
     d["accepted"] = accepted;
     d["rejected"] = rejected;

@@ -98,6 +98,7 @@ def unsupported_reason(node):
 
 
 def _flat_vals(val):
+    """Nested lists/tuples (multi-output values, a graph's outputs) as one flat list."""
     if isinstance(val, (list, tuple)):
         out = []
         for v in val:
@@ -228,7 +229,7 @@ class SpecWriter:
                     else:
                         self.add_node(node)
                 elif node.op == "output":
-                    for out in _flat_outputs(node.args[0]):
+                    for out in _flat_vals(node.args[0]):
                         outputs.append(-1 if out is None else self.ref(out))
                 else:
                     raise Unsupported(node, f"FX node kind {node.op}")
@@ -238,15 +239,6 @@ class SpecWriter:
                 raise
         return {"name": self.name, "values": self.values, "inputs": inputs, "outputs": outputs,
                 "nodes": self.nodes, "skipped_inputs": self.skipped}
-
-
-def _flat_outputs(out):
-    if isinstance(out, (list, tuple)):
-        result = []
-        for o in out:
-            result.extend(_flat_outputs(o))
-        return result
-    return [out]
 
 
 def graph_spec(gm: torch.fx.GraphModule, name: str, example_inputs=None) -> dict:
