@@ -32,17 +32,6 @@ Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
                      compute_in_out_type);
 }
 
-// maximum/minimum propagate a NaN from either operand (stablehlo.maximum on XLA:CPU keeps the
-// first operand's NaN only).
-Rule nan_propagating(const std::string& op) {
-  return binary_rule([op](Builder& b, Value x, Value y) {
-    Value r = binary(b, op, x, y);
-    if (!is_float(x.dtype())) return r;
-    Value any_nan = binary(b, "stablehlo.or", compare(b, x, x, "NE"), compare(b, y, y, "NE"));
-    return select(b, any_nan, add(b, x, y), r);
-  });
-}
-
 // add/sub with alpha: x op alpha * y.
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
@@ -163,8 +152,9 @@ std::vector<Value> masked_fill(Context& c) {
 std::vector<Value> clamp(Context& c) {
   DType t = out_math(c);
   Value x = operand(c, 0, t);
-  if (c.has(1)) x = max(c.b, x, operand(c, 1, t));
-  if (c.has(2)) x = min(c.b, x, operand(c, 2, t));
+  // NaN in x or in a bound gives NaN, as on the CPU.
+  if (c.has(1)) x = nan_propagating(c.b, "stablehlo.maximum", x, operand(c, 1, t));
+  if (c.has(2)) x = nan_propagating(c.b, "stablehlo.minimum", x, operand(c, 2, t));
   return {x};
 }
 
@@ -295,8 +285,10 @@ const Registrar registrar({
     {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
     {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
     {"pow.Scalar", hlo_binary("stablehlo.power")},
-    {"maximum", nan_propagating("stablehlo.maximum")},
-    {"minimum", nan_propagating("stablehlo.minimum")},
+    {"maximum", binary_rule([](Builder& b, Value x, Value y) { return nan_propagating(b, "stablehlo.maximum", x, y); })},
+    {"minimum", binary_rule([](Builder& b, Value x, Value y) { return nan_propagating(b, "stablehlo.minimum", x, y); })},
+    {"fmax", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, "stablehlo.maximum", x, y); })},
+    {"fmin", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, "stablehlo.minimum", x, y); })},
     {"atan2", hlo_binary("stablehlo.atan2", true)},
     {"bitwise_and.Tensor", hlo_binary("stablehlo.and")},
     {"bitwise_or.Tensor", hlo_binary("stablehlo.or")},
@@ -322,7 +314,7 @@ const Registrar registrar({
     {"clamp_min", clamp},
     {"clamp_max", [](Context& c) {
        DType t = out_math(c);
-       return std::vector<Value>{min(c.b, operand(c, 0, t), operand(c, 1, t))};
+       return std::vector<Value>{nan_propagating(c.b, "stablehlo.minimum", operand(c, 0, t), operand(c, 1, t))};
      }},
     {"abs", [](Context& c) {
        Value z = c.tensor(0);

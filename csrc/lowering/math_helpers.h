@@ -2,6 +2,8 @@
 // shaped like a value. Torch-free, like the rest of the lowering layer.
 #pragma once
 
+#include <string>
+
 #include "hlo/builder.h"
 #include "hlo/ops.h"
 
@@ -20,6 +22,24 @@ inline hlo::DType float_opmath(hlo::DType t) { return t == hlo::DType::F64 ? hlo
 // The constant `v` with x's dtype and shape.
 inline hlo::Value scalar_like(hlo::Builder& b, double v, const hlo::Value& x) {
   return hlo::constant(b, v, x.dtype(), x.shape());
+}
+
+// maximum/minimum with PyTorch's NaN rule: a NaN in either operand gives NaN
+// (stablehlo.maximum on XLA:CPU keeps only the first operand's NaN). `op` is
+// "stablehlo.maximum" or "stablehlo.minimum"; same-typed operands.
+inline hlo::Value nan_propagating(hlo::Builder& b, const std::string& op, hlo::Value x, hlo::Value y) {
+  hlo::Value r = hlo::binary(b, op, x, y);
+  if (!hlo::is_float(x.dtype())) return r;
+  hlo::Value any_nan = hlo::binary(b, "stablehlo.or", hlo::compare(b, x, x, "NE"), hlo::compare(b, y, y, "NE"));
+  return hlo::select(b, any_nan, hlo::add(b, x, y), r);
+}
+
+// fmax/fmin: a NaN operand is ignored unless both are NaN.
+inline hlo::Value nan_ignoring(hlo::Builder& b, const std::string& op, hlo::Value x, hlo::Value y) {
+  hlo::Value r = hlo::binary(b, op, x, y);
+  if (!hlo::is_float(x.dtype())) return r;
+  r = hlo::select(b, hlo::compare(b, x, x, "NE"), y, r);
+  return hlo::select(b, hlo::compare(b, y, y, "NE"), x, r);
 }
 
 }  // namespace tpu::lowering

@@ -174,7 +174,7 @@ Rule binary_extreme(const std::string& op) {
   return [op](Context& c) {
     DType t = c.out().dtype;
     Value x = cast_to(c.b, c.tensor(0), t, c.out().shape), y = cast_to(c.b, c.tensor(1), t, c.out().shape);
-    return std::vector<Value>{binary(c.b, op, x, y)};
+    return std::vector<Value>{nan_propagating(c.b, op, x, y)};  // max(a, b): NaN from either
   };
 }
 

@@ -177,3 +177,13 @@ def test_float_predicates_and_isin(no_fallbacks):
     assert torch.equal(torch.isin(i.to("tpu"), test.to("tpu")).cpu(), torch.isin(i, test))
     assert torch.equal(torch.isin(i.to("tpu"), test.to("tpu"), invert=True).cpu(), torch.isin(i, test, invert=True))
     assert torch.equal(torch.isin(i.to("tpu"), 4).cpu(), torch.isin(i, 4))
+
+
+def test_nan_in_either_operand_propagates_through_max_min_clamp(no_fallbacks):
+    a = torch.tensor([1.0, float("nan"), 3.0, -float("inf"), 0.0, float("nan")])
+    b = torch.tensor([float("nan"), 2.0, -float("inf"), float("nan"), -0.0, float("nan")])
+    lo, hi = torch.tensor([0.5] * 6), torch.tensor([float("nan"), 9.0, 9.0, 9.0, 9.0, 9.0])
+    for f in (torch.maximum, torch.minimum, torch.max, torch.min, torch.fmax, torch.fmin):
+        torch.testing.assert_close(f(a.to("tpu"), b.to("tpu")).cpu(), f(a, b), equal_nan=True)
+    torch.testing.assert_close(torch.clamp(a.to("tpu"), lo.to("tpu"), hi.to("tpu")).cpu(), torch.clamp(a, lo, hi),
+                               equal_nan=True)
