@@ -169,6 +169,24 @@ std::vector<Value> silu_backward(Context& c) {
   return {mul(b, g, mul(b, s, add(b, one, mul(b, x, sub(b, one, s)))))};
 }
 
+// softplus(x, beta, threshold) = log1p(exp(beta x)) / beta, and x itself where beta x > threshold.
+std::vector<Value> softplus(Context& c) {
+  Builder& b = c.b;
+  DType t = out_math(c);
+  Value x = operand(c, 0, t), beta = operand(c, 1, t), threshold = operand(c, 2, t);
+  Value bx = mul(b, x, beta);
+  Value soft = div(b, unary(b, "stablehlo.log_plus_one", unary(b, "stablehlo.exponential", bx)), beta);
+  return {select(b, compare(b, bx, threshold, "GT"), x, soft)};
+}
+
+std::vector<Value> softplus_backward(Context& c) {  // (grad, self, beta, threshold)
+  Builder& b = c.b;
+  DType t = out_math(c);
+  Value g = operand(c, 0, t), x = operand(c, 1, t), beta = operand(c, 2, t), threshold = operand(c, 3, t);
+  Value bx = mul(b, x, beta);
+  return {select(b, compare(b, bx, threshold, "GT"), g, mul(b, g, sigmoid(b, bx)))};
+}
+
 std::vector<Value> threshold_backward(Context& c) {
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), th = operand(c, 2, t);
@@ -406,6 +424,8 @@ const Registrar registrar({
        return std::vector<Value>{mul(c.b, g, sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y)))};
      }},
     {"threshold_backward", threshold_backward},
+    {"softplus", softplus},
+    {"softplus_backward", softplus_backward},
     {"leaky_relu", leaky_relu},
     {"hardtanh", hardtanh},
     {"leaky_relu_backward", leaky_relu_backward},

@@ -153,7 +153,72 @@ std::vector<Value> grouped_mm(Context& c) {
   return {convert(b, r, out.dtype)};
 }
 
+std::vector<int64_t> all_dims_but(int64_t rank, int64_t skipped) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank; ++d) if (d != skipped) dims.push_back(d);
+  return dims;
+}
+
+Value transpose_last2(Builder& b, Value x) {
+  std::vector<int64_t> perm(x.rank());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return transpose(b, x, perm);
+}
+
+// linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False): batch dimensions
+// broadcast as in PyTorch; the solve itself is StableHLO's triangular_solve (XLA's blocked
+// algorithm, as on a TPU). X A = B is solved as A^T X^T = B^T.
+//
+// The blocked solve multiplies whole blocks, so a NaN/inf in B would also reach the rows that
+// substitution never combines it with (0 * inf = NaN). Rows that do not depend on a non-finite
+// entry of their column are therefore taken from a solve with those entries zeroed (both
+// right-hand sides go through one solve).
+std::vector<Value> solve_triangular(Context& c) {
+  Builder& b = c.b;
+  DType t = c.out().dtype;
+  if (!is_float(t)) throw NotLowerable(std::string("linalg_solve_triangular on ") + mlir_name(t));
+  bool upper = c.bool_arg(2), left = !c.has(3) || c.bool_arg(3), unit = c.has(4) && c.bool_arg(4);
+  std::vector<int64_t> out = c.out().shape;
+  std::vector<int64_t> batch(out.begin(), out.end() - 2);
+  auto with_batch = [&](Value v) {
+    std::vector<int64_t> shape = batch;
+    shape.insert(shape.end(), v.shape().end() - 2, v.shape().end());
+    return broadcast_to(b, v, shape);
+  };
+  Value a = with_batch(convert(b, c.tensor(0), t)), rhs = with_batch(convert(b, c.tensor(1), t));
+  if (!left) a = transpose_last2(b, a), rhs = transpose_last2(b, rhs), upper = !upper;
+  const std::vector<int64_t>& shape = rhs.shape();  // [..., m, k]
+  int64_t rank = rhs.rank(), m = shape[rank - 2], k = shape[rank - 1];
+
+  Value nonfinite = unary(b, "stablehlo.not", b.emit1("stablehlo.is_finite", {rhs}, Type(DType::Pred, shape)));
+  Value row = iota(b, Type(DType::S64, shape), rank - 2);
+  Value dependent;  // rows whose substitution reads a non-finite entry of their column
+  if (upper) {      // back substitution: row i reads rows >= i
+    Value last = reduce(b, select(b, nonfinite, row, scalar_like(b, -1, row)), {rank - 2}, "max");
+    dependent = compare(b, row, broadcast_in_dim(b, last, shape, all_dims_but(rank, rank - 2)), "LE");
+  } else {          // forward substitution: row i reads rows <= i
+    Value first = reduce(b, select(b, nonfinite, row, scalar_like(b, m, row)), {rank - 2}, "min");
+    dependent = compare(b, row, broadcast_in_dim(b, first, shape, all_dims_but(rank, rank - 2)), "GE");
+  }
+  Value zeroed = select(b, nonfinite, zeros(b, rhs.type), rhs);
+  std::vector<int64_t> both_shape = shape;
+  both_shape[rank - 1] = 2 * k;
+  std::string attrs = std::string("left_side = true, lower = ") + (upper ? "false" : "true") +
+                      ", unit_diagonal = " + (unit ? "true" : "false") +
+                      ", transpose_a = #stablehlo<transpose NO_TRANSPOSE>";
+  Value both = b.emit1("stablehlo.triangular_solve", {a, concatenate(b, {zeroed, rhs}, rank - 1)},
+                       Type(t, both_shape), attrs);
+  std::vector<int64_t> lo(rank, 0), hi = both_shape, step(rank, 1);
+  hi[rank - 1] = k;
+  Value clean = slice(b, both, lo, hi, step);
+  lo[rank - 1] = k, hi[rank - 1] = 2 * k;
+  Value x = select(b, dependent, slice(b, both, lo, hi, step), clean);
+  return {left ? x : transpose_last2(b, x)};
+}
+
 const Registrar registrar({
+    {"linalg_solve_triangular", solve_triangular},
     {"_grouped_mm", grouped_mm},
     {"mm", product_rule(mm_product, "mm")},
     {"bmm", product_rule(bmm_product, "bmm")},

@@ -129,8 +129,11 @@ def test_where_masked_fill_clamp(dtype, no_fallbacks):
 
 @pytest.mark.parametrize("fn", [torch.relu, torch.nn.functional.gelu, torch.nn.functional.silu,
                                 lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
-                                torch.nn.functional.leaky_relu, torch.nn.functional.hardtanh],
-                         ids=["relu", "gelu", "silu", "gelu_tanh", "leaky_relu", "hardtanh"])
+                                torch.nn.functional.leaky_relu, torch.nn.functional.hardtanh,
+                                torch.nn.functional.softplus,
+                                lambda x: torch.nn.functional.softplus(x, beta=2.5, threshold=1.5)],
+                         ids=["relu", "gelu", "silu", "gelu_tanh", "leaky_relu", "hardtanh", "softplus",
+                              "softplus_beta"])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_activations_forward_backward(fn, dtype, no_fallbacks):
     a = sample((4, 6), dtype, seed=20)
@@ -162,6 +165,7 @@ def test_nan_and_inf_propagate(no_fallbacks):
     a = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0])
     t = a.to("tpu")
     close(t * 2, a * 2)
+    close(torch.nn.functional.softplus(t), torch.nn.functional.softplus(a))
     close(torch.maximum(t, torch.zeros(4, device="tpu")), torch.maximum(a, torch.zeros(4)))
     assert torch.equal(torch.isnan(t).cpu(), torch.isnan(a))
 

@@ -170,3 +170,40 @@ def test_grouped_mm_2d_2d_and_3d_3d_match_cpu(no_fallbacks):
                                torch._grouped_mm(a, b, offs=offs))
     a3, b3 = torch.randn(3, 8, 8).bfloat16(), _k_major(torch.randn(3, 8, 8)).bfloat16()
     torch.testing.assert_close(torch._grouped_mm(a3.to("tpu"), b3.to("tpu")).cpu(), torch._grouped_mm(a3, b3))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular_matches_cpu(upper, left, unit):
+    """Gated DeltaNet (Qwen3.5) solves a unit lower-triangular system per chunk."""
+    torch.manual_seed(0)
+    a = torch.randn(2, 1, 5, 5) + 4 * torch.eye(5)   # batch broadcast against b's [3]
+    b = torch.randn(3, 5, 7) if left else torch.randn(3, 7, 5)
+    got = torch.linalg.solve_triangular(a.to(DEV), b.to(DEV), upper=upper, left=left, unitriangular=unit)
+    ref = torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit)
+    assert got.shape == ref.shape == (2, 3, 5, 7) if left else (2, 3, 7, 5)
+    torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-4)  # f32 solve: error grows with n
+
+
+def test_solve_triangular_nan_and_backward():
+    # NaN spreads down its column as on the CPU, rows above it stay exact (XLA's blocked solve
+    # alone would spread it up the column too; ±inf arithmetic below: docs/limits.md).
+    a = torch.tril(torch.randn(4, 4)) + 3 * torch.eye(4)
+    b = torch.randn(4, 3)
+    b[0, 0], b[2, 1] = float("nan"), float("nan")
+    got = torch.linalg.solve_triangular(a.t().to(DEV), b.to(DEV), upper=True)  # back substitution
+    torch.testing.assert_close(got.cpu(), torch.linalg.solve_triangular(a.t(), b, upper=True), equal_nan=True)
+    got = torch.linalg.solve_triangular(a.to(DEV), b.to(DEV), upper=False)
+    torch.testing.assert_close(got.cpu(), torch.linalg.solve_triangular(a, b, upper=False), equal_nan=True)
+    a.requires_grad_(), (bb := torch.randn(4, 3)).requires_grad_()
+    ta, tb = a.detach().to(DEV).requires_grad_(), bb.detach().to(DEV).requires_grad_()
+    torch.linalg.solve_triangular(a, bb, upper=False).square().sum().backward()
+    torch.linalg.solve_triangular(ta, tb, upper=False).square().sum().backward()
+    torch.testing.assert_close(ta.grad.cpu(), a.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(tb.grad.cpu(), bb.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_solve_triangular_bad_shapes_raise():
+    with pytest.raises(RuntimeError, match="solve_triangular"):
+        torch.linalg.solve_triangular(torch.eye(3, device=DEV), torch.ones(4, 2, device=DEV), upper=False)
