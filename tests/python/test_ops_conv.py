@@ -77,6 +77,25 @@ def test_conv1d(dtype, stride, padding, dilation, groups):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,kernel,stride,padding,dilation", [
+    ((2, 6, 13), 4, 1, 3, 1),              # Qwen3.5's causal conv1d (padding k-1)
+    ((1, 5, 12), 3, 2, 1, 2),
+    ((2, 3, 7, 9), (3, 2), (2, 1), (1, 0), (1, 2)),
+    ((1, 2, 4, 5, 6), 2, 1, 1, 1),
+])
+def test_depthwise_conv_weight_grad(dtype, shape, kernel, stride, padding, dilation):
+    """Depthwise kernels take a multiply-and-reduce gradient path (conv.cc)."""
+    channels, nsp = shape[1], len(shape) - 2
+    k = (kernel,) * nsp if isinstance(kernel, int) else kernel
+    x = torch.randn(*shape).to(dtype)
+    wt = (torch.randn(channels, 1, *k) * 0.3).to(dtype)
+    conv = [F.conv1d, F.conv2d, F.conv3d][nsp - 1]
+    fn = lambda x, wt: conv(x, wt, stride=stride, padding=padding, dilation=dilation, groups=channels)
+    check(fn, x, wt, dtype=dtype, **tol(dtype))
+    close(grads(fn, x.to(DEV), wt.to(DEV)), grads(fn, x, wt), dtype, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_conv3d(dtype):
     x = torch.randn(1, 2, 5, 6, 4).to(dtype)
     wt = (torch.randn(4, 2, 3, 3, 2) * 0.3).to(dtype)
