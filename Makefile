@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo test test-cpp test-python test-oldest-plugin bench bench-compile docs clean
+.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin bench bench-compile bench-llm docs clean
 
 setup: $(STAMP) build
 
@@ -32,9 +32,15 @@ build: $(STAMP)
 	TORCH_TPU_BUILD_JOBS=$(JOBS) $(PIP) install -q --no-build-isolation --no-deps -e .
 
 # With libtpu installed, every program is also compiled for a v6e chip (docs/tpu_aot.md).
+AOT_TOPOLOGY = $$($(PY) -c "import importlib.util as u; print('v6e:1x1' if u.find_spec('libtpu') else '')")
+
+# The user's Transformers script with the shipped tiny Qwen3.5 checkpoint (examples/demo_llm.py).
 demo: setup
-	TORCH_TPU_AOT_CHECK=$$($(PY) -c "import importlib.util as u; print('v6e:1x1' if u.find_spec('libtpu') else '')") \
-	  $(PY) examples/quickstart.py
+	TORCH_TPU_AOT_CHECK=$(AOT_TOPOLOGY) $(PY) examples/demo_llm.py
+
+# Train a small MLP eagerly, then compiled (examples/quickstart.py).
+quickstart: setup
+	TORCH_TPU_AOT_CHECK=$(AOT_TOPOLOGY) $(PY) examples/quickstart.py
 
 test: setup test-cpp test-python test-oldest-plugin
 
@@ -65,6 +71,10 @@ bench: setup
 # torch.compile(backend="tpu") vs our eager vs PyTorch CPU eager and Inductor (docs/compile.md).
 bench-compile: setup
 	$(PY) benchmarks/compile.py
+
+# Prefill/decode tokens/s of ~10M and ~100M Qwen3/Qwen3.5 models vs PyTorch CPU (issue 8).
+bench-llm: setup
+	$(PY) benchmarks/llm_generate.py
 
 docs: setup
 	TORCH_TPU_QUIET=1 $(PY) tools/gen_ops_table.py > docs/supported_ops.md

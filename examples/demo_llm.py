@@ -1,7 +1,12 @@
 """The user's Transformers script on `tpu`: load a causal LM, tokenize a prompt, generate, print.
 
+    python examples/demo_llm.py                                  # the shipped tiny Qwen3.5 (make demo)
     python examples/demo_llm.py --model Qwen/Qwen3.5-9B          # with internet: the real model
     python examples/demo_llm.py --model ./my_checkpoint          # any local save_pretrained dir
+
+The default model is examples/checkpoints/tiny-qwen3_5-pydocs: the Qwen3.5 architecture scaled
+down to 2M parameters and trained on `tpu` by examples/train_tiny_lm.py on CPython's own
+documentation, so it continues the prompt in (Python-documentation) English.
 
 Besides the continuation it prints the platform, prefill and decode tokens/s, how many
 executables were compiled, and (with TORCH_TPU_AOT_CHECK=v6e:1x1 and libtpu installed)
@@ -12,6 +17,7 @@ run eagerly (each new sequence length compiles the ops whose shapes contain it: 
 """
 import argparse
 import time
+from pathlib import Path
 
 import torch
 
@@ -19,9 +25,12 @@ import torch_tpu
 import torch_tpu.aot
 
 
+SHIPPED_MODEL = Path(__file__).resolve().parent / "checkpoints" / "tiny-qwen3_5-pydocs"
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="hub id or local directory (save_pretrained)")
+    p.add_argument("--model", default=str(SHIPPED_MODEL), help="hub id or local directory (save_pretrained)")
     p.add_argument("--prompt", default="The future of AI is")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])

@@ -46,3 +46,32 @@ def test_demo_llm_prints_prompt_continuation_and_speeds(checkpoint, cache):
     assert "prefill:" in out.stdout and "tokens/s" in out.stdout and "executables compiled" in out.stdout
     if cache == "static":  # the second generation reuses every executable
         assert "0 executables compiled in this second run" in out.stdout
+
+
+SHIPPED = DEMO.parent / "checkpoints" / "tiny-qwen3_5-pydocs"
+
+
+def english_words(text):
+    import re
+    return re.findall(r"[A-Za-z]+", text)
+
+
+def test_make_demo_continues_the_prompt_in_english_with_the_shipped_checkpoint():
+    """The default model of demo_llm.py is the Qwen3.5-architecture checkpoint trained by
+    examples/train_tiny_lm.py on CPython's documentation: its continuation is made of words from
+    that English text, not byte noise."""
+    import pydoc_data.topics
+
+    assert (SHIPPED / "model.safetensors").stat().st_size < 20 * 2**20
+    env = dict(os.environ, TORCH_TPU_QUIET="1")
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    out = subprocess.run([sys.executable, str(DEMO), "--max-new-tokens", "32"], env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout.split("\n\nplatform:")[0]
+    assert text.startswith("The future of AI is")
+    words = english_words(text[len("The future of AI is"):])
+    known = {w.lower() for topic in pydoc_data.topics.topics.values() for w in english_words(topic)}
+    assert len(words) >= 8, text
+    assert sum(w.lower() in known for w in words) >= 0.8 * len(words), text
+    assert "Qwen3_5" in (SHIPPED / "config.json").read_text()
