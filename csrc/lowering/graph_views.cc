@@ -117,7 +117,34 @@ std::vector<Value> as_strided(Context& c) {
 // _to_copy(self, dtype, layout, device, ...): within a graph, a dtype conversion.
 std::vector<Value> to_copy(Context& c) { return {convert(c.b, c.tensor(0), c.out().dtype)}; }
 
+// view_as_real(z) -> [..., 2] (real, imag); view_as_complex(x[..., 2]) -> complex. In eager
+// mode these are views of one storage reinterpreted; in a graph they are the element pairs.
+std::vector<Value> view_as_real(Context& c) {
+  Builder& b = c.b;
+  Value z = c.tensor(0);
+  std::vector<int64_t> pair_shape = z.shape();
+  pair_shape.push_back(1);
+  Type part(real_part(z.dtype()), z.shape());
+  Value re = reshape(b, b.emit1("stablehlo.real", {z}, part), pair_shape);
+  Value im = reshape(b, b.emit1("stablehlo.imag", {z}, part), pair_shape);
+  return {concatenate(b, {re, im}, static_cast<int64_t>(pair_shape.size()) - 1)};
+}
+
+std::vector<Value> view_as_complex(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  std::vector<int64_t> shape = x.shape(), start(shape.size(), 0), limit = shape, step(shape.size(), 1);
+  shape.pop_back();
+  limit.back() = 1;
+  Value re = reshape(b, slice(b, x, start, limit, step), shape);
+  start.back() = 1, limit.back() = 2;
+  Value im = reshape(b, slice(b, x, start, limit, step), shape);
+  return {b.emit1("stablehlo.complex", {re, im}, Type(c.out().dtype, shape))};
+}
+
 const GraphRegistrar registrar({
+    {"view_as_real", view_as_real},
+    {"view_as_complex", view_as_complex},
     {"view", reshaped},
     {"_unsafe_view", reshaped},
     {"reshape", reshaped},

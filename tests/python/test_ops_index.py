@@ -107,12 +107,33 @@ def test_advanced_index(dtype):
     same(t[ti, None, tj], x[i, None, j])
 
 
-def test_bool_mask_index_falls_back_correctly():
-    x = torch.randn(4, 5)
+def test_bool_mask_index_on_device(no_fallbacks):
+    """x[mask] with a tpu mask: its coordinates through nonzero (one host sync), then a gather."""
+    x = torch.randn(4, 5, 3)
     t = x.to(DEV)
-    same(t[t > 0], x[x > 0])  # a tpu bool mask: CPU fallback (docs/limits.md)
-    assert torch_tpu.metrics.counters()["fallbacks"].get("index.Tensor", 0) == 1
-    torch_tpu.metrics.reset()
+    same(t[t > 0], x[x > 0])
+    m = torch.rand(4, 5) > 0.5
+    same(t[m.to(DEV)], x[m])                            # a mask over the leading dims
+    same(t[:, m[0].to(DEV)], x[:, m[0]])                # after a full slice
+    same(t[torch.zeros(4, 5, dtype=torch.bool, device=DEV)], x[torch.zeros(4, 5, dtype=torch.bool)])  # empty
+    same(t[m.to(DEV).to(torch.uint8).bool()], x[m])
+    y, ty = x.clone(), t.clone()
+    v = torch.randn(int(m.sum()), 3)
+    y[m] = v
+    ty[m.to(DEV)] = v.to(DEV)                           # a tensor of values: coordinates too
+    same(ty, y)
+    y[m] = -1.0
+    ty[m.to(DEV)] = -1.0                                # a single value: a select, no host sync
+    same(ty, y)
+
+
+def test_bool_mask_of_wrong_shape_raises():
+    t = torch.randn(4, 5, device=DEV)
+    for mask in (torch.ones(3, 5, dtype=torch.bool), torch.ones(4, 5, 2, dtype=torch.bool)):
+        with pytest.raises(IndexError, match="shape of the mask|too many indices"):
+            t[mask.to(DEV)]
+        with pytest.raises(IndexError, match="shape of the mask|too many indices"):
+            t[mask]  # a CPU mask is checked the same way
 
 
 @pytest.mark.parametrize("accumulate", [False, True])

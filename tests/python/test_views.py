@@ -167,3 +167,22 @@ def test_multi_device_copy():
     y = x.to("tpu:1")
     assert y.device.index == 1
     assert y.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_view_as_complex_and_real_share_storage_eager_and_compiled(no_fallbacks):
+    """Complex RoPE (Qwen-Image, Flux): pairs of floats viewed as complex numbers and back."""
+    x = torch.randn(2, 3, 8)
+    freqs = torch.polar(torch.ones(3, 4), torch.randn(3, 4))
+
+    def rope(x, freqs):
+        z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(z * freqs).flatten(2)
+
+    torch.testing.assert_close(rope(x.to("tpu"), freqs.to("tpu")).cpu(), rope(x, freqs))
+    compiled = torch.compile(rope, backend="tpu", fullgraph=True, dynamic=False)
+    torch.testing.assert_close(compiled(x.to("tpu"), freqs.to("tpu")).cpu(), rope(x, freqs))
+    w = torch.zeros(3, dtype=torch.complex64, device="tpu")
+    torch.view_as_real(w)[:, 1] = 2.0                  # a write through the real view
+    assert w.cpu().tolist() == [2j, 2j, 2j]
+    z = torch.view_as_complex(torch.arange(6.0, device="tpu").reshape(3, 2))
+    assert z.cpu().tolist() == [1j, 2 + 3j, 4 + 5j]

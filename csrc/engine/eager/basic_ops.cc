@@ -8,6 +8,8 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <torch/library.h>
 
 #include <set>
@@ -231,7 +233,7 @@ const std::set<std::string>& explicit_kernels() {
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
       "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
-      "_has_compatible_shallow_copy_type"};
+      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex"};
   return names;
 }
 
@@ -250,6 +252,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
+  // Complex <-> (real, imag) pairs over one storage; reading it with the other element width
+  // re-types the storage buffer (storage.cc, read_buffer).
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("unfold", at::native::unfold);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage", set_source_storage);

@@ -2,28 +2,60 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
 namespace tpu::engine {
 
-void move_cpu_indices(const c10::OperatorHandle&, torch::jit::Stack* stack, size_t num_args) {
+namespace {
+
+bool is_mask(const at::Tensor& t) { return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte; }
+
+// A tpu boolean mask is lowered only where it has a static meaning (x[mask] = scalar is a
+// select); elsewhere the result's size depends on the mask, so it becomes its coordinates
+// through `nonzero` (one host sync to learn the count, as on CUDA), then a lowered gather.
+bool expand_device_masks(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t first) {
+  if (op.schema().name() == "aten::index") return true;
+  const c10::IValue& values = stack[first + 2];
+  return values.isTensor() && values.toTensor().numel() != 1;
+}
+
+// PyTorch's check: a mask covers the indexed dimensions it stands for, size for size (its
+// coordinates would otherwise index silently within the wrong extents).
+void check_mask_shape(const at::Tensor& self, const at::Tensor& mask, int64_t dim) {
+  for (int64_t d = 0; d < mask.dim(); ++d) {
+    TORCH_CHECK_INDEX(dim + d < self.dim() && mask.size(d) == self.size(dim + d), "The shape of the mask ",
+                      mask.sizes(), " at index ", d, " does not match the shape of the indexed tensor ",
+                      self.sizes(), " at index ", dim + d);
+  }
+}
+
+}  // namespace
+
+void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args) {
   size_t first = stack->size() - num_args;
   const c10::IValue& self = (*stack)[first];
   if (!self.isTensor() || !self.toTensor().is_privateuseone()) return;
+  bool expand_masks = expand_device_masks(op, *stack, first);
   for (size_t a = 0; a < num_args; ++a) {
     c10::IValue& v = (*stack)[first + a];
     if (!v.isOptionalTensorList()) continue;
     c10::List<std::optional<at::Tensor>> moved;
     bool changed = false;
     const c10::Device device = self.toTensor().device();
+    int64_t dim = 0;  // the indexed dimension the entry starts at
     for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
-      bool on_cpu = t.has_value() && t->defined() && t->device().is_cpu() && t->dim() > 0;
-      changed |= on_cpu;
-      if (!on_cpu) {
+      if (t.has_value() && t->defined() && is_mask(*t)) check_mask_shape(self.toTensor(), *t, dim);
+      dim += t.has_value() && t->defined() && is_mask(*t) ? std::max<int64_t>(t->dim(), 1) : 1;
+      bool defined = t.has_value() && t->defined() && t->dim() > 0;
+      bool on_cpu = defined && t->device().is_cpu();
+      bool device_mask = defined && expand_masks && t->is_privateuseone() && is_mask(*t);
+      changed |= on_cpu || device_mask;
+      if (!on_cpu && !device_mask) {
         moved.push_back(t);
-      } else if (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte) {
-        at::Tensor coords = t->nonzero();
+      } else if (is_mask(*t)) {
+        at::Tensor coords = t->nonzero();  // on the mask's device
         for (int64_t d = 0; d < t->dim(); ++d) moved.push_back(coords.select(1, d).to(device));
       } else {
         moved.push_back(t->to(device));

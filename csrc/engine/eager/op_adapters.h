@@ -21,7 +21,8 @@ const OpAdapter* find_adapter(const c10::OperatorName& name);
 
 // Index tensors (`Tensor?[] indices` of index/index_put) may live on the CPU, as PyTorch
 // allows for CUDA: they are copied to the indexed tensor's device. A CPU boolean mask becomes
-// its coordinates first, computed on the host where the mask already is.
+// its coordinates first, computed on the host where the mask already is; a tpu mask whose
+// result size depends on it (x[mask], x[mask] = tensor) becomes its coordinates on the device.
 void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
 
 }  // namespace tpu::engine
