@@ -297,9 +297,10 @@ def test_nn_group_norm_module():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(7, 5)), dict(size=(3, 10)),
                                 dict(scale_factor=(1.5, 0.5)), dict(scale_factor=3)])
-def test_interpolate_nearest(dtype, kw):
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_interpolate_nearest(dtype, kw, mode):
     x = torch.randn(2, 3, 4, 6).to(dtype)
-    fn = lambda x: F.interpolate(x, mode="nearest", **kw)
+    fn = lambda x: F.interpolate(x, mode=mode, **kw)
     check(fn, x, dtype=dtype)
     close(grads(fn, x.to(DEV)), grads(fn, x), dtype, **tol(dtype))
 
