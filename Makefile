@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin bench bench-compile bench-llm docs clean
+.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin bench bench-compile bench-llm bench-diffusion docs clean
 
 setup: $(STAMP) build
 
@@ -71,6 +71,10 @@ bench: setup
 # torch.compile(backend="tpu") vs our eager vs PyTorch CPU eager and Inductor (docs/compile.md).
 bench-compile: setup
 	$(PY) benchmarks/compile.py
+
+# One denoising step of the SD3.5 / Qwen-Image transformers: eager, compiled, CPU, Inductor (issue 9).
+bench-diffusion: setup
+	$(PY) benchmarks/diffusion.py
 
 # Prefill/decode tokens/s of ~10M and ~100M Qwen3/Qwen3.5 models vs PyTorch CPU (issue 8).
 bench-llm: setup
