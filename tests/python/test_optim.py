@@ -167,6 +167,55 @@ def test_optimizer_matches_cpu(name):
     assert compiles[3] == compiles[-1], compiles
 
 
+FUSED = {
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.01, fused=True),
+    "adam_l2_amsgrad": lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=0.01, amsgrad=True, fused=True),
+    "adamw_maximize": lambda ps: torch.optim.AdamW(ps, lr=1e-2, maximize=True, fused=True),
+    "sgd_nesterov": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4,
+                                               fused=True),
+    "sgd_dampening": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=0.3, fused=True),
+    "sgd_plain": lambda ps: torch.optim.SGD(ps, lr=0.05, fused=True),
+    "adamw_tensor_lr": lambda ps: torch.optim.AdamW(ps, lr=torch.tensor(1e-2), fused=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_optimizer_matches_cpu_and_schedules_do_not_recompile(name, no_fallbacks):
+    """fused=True: one _fused_adam(w)_/_fused_sgd_ module per step, lr and betas at runtime."""
+    ref = make_model()
+    dev = copy.deepcopy(ref).to(DEV)
+    ro, do = FUSED[name](ref.parameters()), FUSED[name](dev.parameters())
+    rs = torch.optim.lr_scheduler.StepLR(ro, step_size=3, gamma=0.7)
+    ds = torch.optim.lr_scheduler.StepLR(do, step_size=3, gamma=0.7)
+    train(ref, ro, "cpu", 12, rs)
+    compiles = train(dev, do, DEV, 12, ds)
+    for p, q in zip(dev.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-5)
+    for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"):
+        for rp, dp in zip(ref.parameters(), dev.parameters()):
+            if key in ro.state[rp]:
+                torch.testing.assert_close(do.state[dp][key].cpu(), ro.state[rp][key], rtol=1e-5, atol=1e-6)
+    assert compiles[3] == compiles[-1], compiles
+
+
+def test_fused_adam_grad_scale_and_found_inf():
+    """AMP's GradScaler path: grads are unscaled in place; with found_inf nothing changes."""
+    params = [torch.randn(5, 3), torch.randn(4)]
+    grads = [torch.randn(5, 3), torch.randn(4)]
+    for found in (0.0, 1.0):
+        state = [[torch.rand_like(p) for p in params] for _ in range(2)] + [[torch.tensor(3.0)] * 2]
+        cpu = [[t.clone() for t in lst] for lst in [params, grads] + state]
+        dev = [[t.clone().to(DEV) for t in lst] for lst in [params, grads] + state]
+        for lists, device in ((cpu, "cpu"), (dev, DEV)):
+            torch._fused_adamw_(lists[0], lists[1], lists[2], lists[3], [], lists[4], lr=0.1, beta1=0.9,
+                                beta2=0.99, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
+                                grad_scale=torch.tensor(4.0, device=device),
+                                found_inf=torch.tensor(found, device=device))
+        for c_list, d_list in zip(cpu[:4], dev[:4]):
+            for c_t, d_t in zip(c_list, d_list):
+                torch.testing.assert_close(d_t.cpu(), c_t, rtol=1e-5, atol=1e-6)
+
+
 def test_clip_grad_norm():
     ref = make_model()
     dev = copy.deepcopy(ref).to(DEV)
@@ -183,3 +232,13 @@ def test_clip_grad_norm():
 def test_mismatched_lists_raise():
     with pytest.raises(RuntimeError):
         torch._foreach_add(to_dev(lists(3)), to_dev(lists(2)))
+
+
+def test_fused_sgd_mismatched_lists_raise():
+    p = [torch.randn(3, device=DEV)]
+    with pytest.raises((ValueError, RuntimeError), match="_fused_sgd"):
+        torch._fused_sgd_(p, [torch.randn(3, device=DEV), torch.randn(3, device=DEV)], [], weight_decay=0.0,
+                          momentum=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False, is_first_step=False)
+    with pytest.raises((ValueError, RuntimeError), match="shape"):
+        torch._fused_sgd_(p, [torch.randn(4, device=DEV)], [], weight_decay=0.0, momentum=0.0, lr=0.1,
+                          dampening=0.0, nesterov=False, maximize=False, is_first_step=False)

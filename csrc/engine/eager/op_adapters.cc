@@ -68,6 +68,7 @@ void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, s
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
   static const OpAdapter random_bits{nullptr, true};
+  static const OpAdapter optimizer{nullptr, false, true};
   static const std::map<std::string, const OpAdapter*> table{
       {"aten::index", &cpu_indices},
       {"aten::index_put", &cpu_indices},
@@ -75,6 +76,12 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_index_put_impl", &cpu_indices},
       {"aten::_index_put_impl_", &cpu_indices},
       {"aten::native_dropout", &random_bits},
+      {"aten::_fused_adam", &optimizer},
+      {"aten::_fused_adam_", &optimizer},
+      {"aten::_fused_adamw", &optimizer},
+      {"aten::_fused_adamw_", &optimizer},
+      {"aten::_fused_sgd", &optimizer},
+      {"aten::_fused_sgd_", &optimizer},
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;

@@ -14,6 +14,9 @@ struct OpAdapter {
   PrepareFn prepare = nullptr;
   // Draws random bits though its schema has no Generator argument (native_dropout).
   bool draws_random_bits = false;
+  // Its `float` arguments are runtime values, not part of the executable's key: a fused
+  // optimizer's lr follows a schedule, one executable serves every step.
+  bool runtime_floats = false;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.

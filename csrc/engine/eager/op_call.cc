@@ -1,4 +1,5 @@
 #include "engine/eager/op_call.h"
+#include "engine/eager/op_adapters.h"
 
 #include <algorithm>
 #include <cstring>
@@ -121,6 +122,8 @@ bool is_scalar_list_arg(const c10::Argument& a) {
 OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args) {
   using K = ArgRef::Kind;
   OpCall call;
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  bool runtime_floats = adapter != nullptr && adapter->runtime_floats;
   call.key.push_back(reinterpret_cast<intptr_t>(&op.schema()));
   call.args.resize(num_args);
   const auto& schema_args = op.schema().arguments();
@@ -163,6 +166,10 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       bool dtype = is_dtype_arg(schema_args[a]);
       ref.kind = dtype ? K::ScalarType : K::Int;
       call.key.insert(call.key.end(), {dtype ? kScalarType : kInt, v.toInt()});
+    } else if (v.isDouble() && runtime_floats) {
+      ref = {K::Scalar, static_cast<int>(call.scalars.size()), 1};
+      call.key.insert(call.key.end(), {kScalar, int64_t(c10::ScalarType::Double)});
+      call.scalars.push_back({arg, c10::Scalar(v.toDouble())});
     } else if (v.isDouble()) {
       ref.kind = K::Double;
       call.key.push_back(kDouble);

@@ -1,0 +1,163 @@
+// Fused optimizer steps (torch.optim.Adam/AdamW/SGD with fused=True): one module updates every
+// parameter, gradient and state tensor of the group.
+//
+// The in-place ops (_fused_adamw_, ...) return () and write their mutable lists, in schema
+// order: params, grads (unscaled by grad_scale), then the state lists. Their `float` arguments
+// (lr, betas, eps, weight decay, momentum) are runtime values (the op adapter table,
+// engine/eager/op_adapters.cc), so a learning-rate schedule never recompiles. Element-wise math
+// runs in the opmath type, like PyTorch's fused kernels; with found_inf set (AMP found an
+// inf/NaN gradient) nothing is written, as in those kernels.
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lowering/math_helpers.h"
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+const std::vector<Value>& list(Context& c, size_t a) { return c.arg(a).tensors; }
+
+// Every list the op updates holds one tensor per parameter, of the parameter's shape (some ops
+// have no meta kernel to check this).
+void check_lists(Context& c, const char* op, std::initializer_list<size_t> lists) {
+  const auto& params = list(c, 0);
+  for (size_t a : lists) {
+    const auto& l = list(c, a);
+    if (l.empty() && a != 1) continue;  // optional state (momentum buffers, max_exp_avg_sqs)
+    if (l.size() != params.size()) {
+      throw std::invalid_argument(std::string(op) + ": argument " + std::to_string(a) + " has " +
+                                  std::to_string(l.size()) + " tensors for " + std::to_string(params.size()) + " parameters");
+    }
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (l[i].shape() != params[i].shape()) {
+        throw std::invalid_argument(std::string(op) + ": tensor " + std::to_string(i) + " of argument " +
+                                    std::to_string(a) + " has shape " + l[i].type.str() + ", its parameter " +
+                                    params[i].type.str());
+      }
+    }
+  }
+}
+
+// A runtime scalar argument (or a 0-d tensor: tensor_lr, state_steps[i]) broadcast to `x`.
+Value scalar(Context& c, Value v, Value x) { return broadcast_in_dim(c.b, convert(c.b, v, x.dtype()), x.shape(), {}); }
+
+// The common prologue of the fused kernels: unscale (grad_scale), negate (maximize).
+struct Prologue {
+  Value unscaled;  // written back to the grads
+  Value grad;      // used by the update (negated with maximize)
+  Value skip;      // found_inf != 0, broadcast to the element shape (or unset)
+};
+
+Prologue prologue(Context& c, Value grad, DType t, bool maximize, size_t grad_scale, size_t found_inf) {
+  Prologue p;
+  p.unscaled = convert(c.b, grad, t);
+  if (c.has(grad_scale)) p.unscaled = div(c.b, p.unscaled, scalar(c, c.tensor(grad_scale), p.unscaled));
+  p.grad = maximize ? hlo::unary(c.b, "stablehlo.negate", p.unscaled) : p.unscaled;
+  if (c.has(found_inf)) {
+    Value inf = convert(c.b, c.tensor(found_inf), t);
+    p.skip = broadcast_in_dim(c.b, compare(c.b, reshape(c.b, inf, {}), constant(c.b, 0, t), "NE"), p.grad.shape(), {});
+  }
+  return p;
+}
+
+// The value written to a state tensor: `updated` unless the step is skipped.
+Value written(Context& c, const Prologue& p, Value updated, Value old, DType out) {
+  Value v = p.skip.valid() ? select(c.b, p.skip, convert(c.b, old, updated.dtype()), updated) : updated;
+  return convert(c.b, v, out);
+}
+
+// _fused_adam(w)_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1,
+// beta2, weight_decay, eps, amsgrad, maximize, grad_scale?, found_inf?)
+Rule adam(bool decoupled_weight_decay) {
+  return [decoupled_weight_decay](Context& c) {
+    Builder& b = c.b;
+    const auto &params = list(c, 0), &grads = list(c, 1), &m = list(c, 2), &v = list(c, 3), &vmax = list(c, 4);
+    const auto& steps = list(c, 5);
+    check_lists(c, "_fused_adam", {1, 2, 3, 4});
+    bool amsgrad = c.bool_arg(11), maximize = c.bool_arg(12);
+    size_t n = params.size();
+    std::vector<Value> p_out, g_out, m_out, v_out, vmax_out;
+    for (size_t i = 0; i < n; ++i) {
+      DType t = opmath(params[i].dtype());
+      Prologue pro = prologue(c, grads[i], t, maximize, 13, 14);
+      Value param = convert(b, params[i], t), g = pro.grad;
+      Value lr = scalar(c, c.tensor(6), param), beta1 = scalar(c, c.tensor(7), param),
+            beta2 = scalar(c, c.tensor(8), param), wd = scalar(c, c.tensor(9), param),
+            eps = scalar(c, c.tensor(10), param), step = scalar(c, steps[i], param);
+      Value one = scalar_like(b, 1, param);
+      Value decays = compare(b, wd, zeros(b, wd.type), "NE");  // skipped at 0: inf * 0 would be NaN
+      Value decayed = param;
+      if (decoupled_weight_decay) {
+        decayed = select(b, decays, mul(b, param, sub(b, one, mul(b, lr, wd))), param);
+      } else {
+        g = select(b, decays, add(b, g, mul(b, param, wd)), g);
+      }
+      Value exp_avg = add(b, mul(b, convert(b, m[i], t), beta1), mul(b, g, sub(b, one, beta1)));
+      Value exp_avg_sq = add(b, mul(b, convert(b, v[i], t), beta2), mul(b, mul(b, g, g), sub(b, one, beta2)));
+      Value correction1 = sub(b, one, hlo::binary(b, "stablehlo.power", beta1, step));
+      Value correction2_sqrt = hlo::unary(b, "stablehlo.sqrt", sub(b, one, hlo::binary(b, "stablehlo.power", beta2, step)));
+      Value second = exp_avg_sq;
+      if (amsgrad) {
+        second = max(b, convert(b, vmax.at(i), t), exp_avg_sq);
+        vmax_out.push_back(written(c, pro, second, vmax[i], vmax[i].dtype()));
+      }
+      Value denom = add(b, div(b, hlo::unary(b, "stablehlo.sqrt", second), correction2_sqrt), eps);
+      Value updated = sub(b, decayed, mul(b, div(b, lr, correction1), div(b, exp_avg, denom)));
+      p_out.push_back(written(c, pro, updated, params[i], params[i].dtype()));
+      g_out.push_back(written(c, pro, pro.unscaled, grads[i], grads[i].dtype()));
+      m_out.push_back(written(c, pro, exp_avg, m[i], m[i].dtype()));
+      v_out.push_back(written(c, pro, exp_avg_sq, v[i], v[i].dtype()));
+    }
+    std::vector<Value> out = p_out;
+    for (const auto* l : {&g_out, &m_out, &v_out, &vmax_out}) out.insert(out.end(), l->begin(), l->end());
+    return out;
+  };
+}
+
+// _fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening,
+// nesterov, maximize, is_first_step, grad_scale?, found_inf?)
+std::vector<Value> sgd(Context& c) {
+  Builder& b = c.b;
+  const auto &params = list(c, 0), &grads = list(c, 1), &bufs = list(c, 2);
+  check_lists(c, "_fused_sgd", {1, 2});
+  bool nesterov = c.bool_arg(7), maximize = c.bool_arg(8), first_step = c.bool_arg(9);
+  std::vector<Value> p_out, g_out, buf_out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    DType t = opmath(params[i].dtype());
+    Prologue pro = prologue(c, grads[i], t, maximize, 10, 11);
+    Value param = convert(b, params[i], t), g = pro.grad;
+    Value wd = scalar(c, c.tensor(3), param), momentum = scalar(c, c.tensor(4), param),
+          lr = scalar(c, c.tensor(5), param), dampening = scalar(c, c.tensor(6), param);
+    g = select(b, compare(b, wd, zeros(b, wd.type), "NE"), add(b, g, mul(b, wd, param)), g);
+    if (!bufs.empty()) {  // PyTorch passes momentum buffers only when momentum != 0
+      Value buf = first_step ? g
+                             : add(b, mul(b, momentum, convert(b, bufs[i], t)),
+                                   mul(b, sub(b, scalar_like(b, 1, g), dampening), g));
+      buf_out.push_back(written(c, pro, buf, bufs[i], bufs[i].dtype()));
+      g = nesterov ? add(b, g, mul(b, momentum, buf)) : buf;
+    }
+    p_out.push_back(written(c, pro, sub(b, param, mul(b, lr, g)), params[i], params[i].dtype()));
+    g_out.push_back(written(c, pro, pro.unscaled, grads[i], grads[i].dtype()));
+  }
+  std::vector<Value> out = p_out;
+  out.insert(out.end(), g_out.begin(), g_out.end());
+  out.insert(out.end(), buf_out.begin(), buf_out.end());
+  return out;
+}
+
+const Registrar registrar({
+    {"_fused_adam", adam(false)},
+    {"_fused_adam.tensor_lr", adam(false)},
+    {"_fused_adamw", adam(true)},
+    {"_fused_adamw.tensor_lr", adam(true)},
+    {"_fused_sgd", sgd},
+    {"_fused_sgd.tensor_lr", sgd},
+});
+
+}  // namespace
+}  // namespace tpu::lowering
