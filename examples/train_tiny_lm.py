@@ -49,16 +49,20 @@ def parse_args(argv=None):
     p.add_argument("--save-every", type=int, default=250)
     p.add_argument("--resume", action="store_true", help="continue from OUT/training_state.pt")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--corpus-limit", type=int, default=0, help="use only the first N texts (tests)")
     return p.parse_args(argv)
 
 
-def corpus():
-    """English text shipped with CPython: documentation topics, then docstrings (sorted paths)."""
+def corpus(limit=0):
+    """English text shipped with CPython: documentation topics, then docstrings (sorted paths);
+    the first `limit` texts when limit > 0."""
     import pydoc_data.topics
 
     texts = [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]
     root = Path(sysconfig.get_paths()["stdlib"])
     for path in sorted(root.rglob("*.py")):
+        if limit and len(texts) >= limit:
+            return texts[:limit]
         if SKIPPED_DIRS & set(path.relative_to(root).parts[:-1]):
             continue
         try:
@@ -130,29 +134,19 @@ def make_step(model, optimizer, args):
             logits = model(input_ids=inputs).logits
         return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
 
+    # Unless --eager, forward + backward are compiled as graphs; the optimizer update stays a few
+    # eager fused ops (its learning rate changes every step).
+    forward = loss_of if args.eager else torch.compile(loss_of, backend="tpu", fullgraph=True, dynamic=False)
+
     def step(inputs, labels):
-        loss = loss_of(inputs, labels)
+        loss = forward(inputs, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         return loss.detach()
 
-    if args.eager:
-        return step
-    # Forward + backward compiled as graphs; the optimizer update stays a handful of fused eager
-    # foreach ops (its learning rate changes every step).
-    compiled_loss = torch.compile(loss_of, backend="tpu", fullgraph=True, dynamic=False)
-
-    def compiled_step(inputs, labels):
-        loss = compiled_loss(inputs, labels)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=False)
-        return loss.detach()
-
-    return compiled_step
+    return step
 
 
 def save_state(path, model, optimizer, step, generator):
@@ -181,7 +175,7 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "training_state.pt"
-    texts = corpus()
+    texts = corpus(args.corpus_limit)
     if args.resume and (out / "tokenizer.json").exists():
         tokenizer = AutoTokenizer.from_pretrained(out)
     else:

@@ -75,3 +75,26 @@ def test_make_demo_continues_the_prompt_in_english_with_the_shipped_checkpoint()
     assert len(words) >= 8, text
     assert sum(w.lower() in known for w in words) >= 0.8 * len(words), text
     assert "Qwen3_5" in (SHIPPED / "config.json").read_text()
+
+
+TRAIN = DEMO.parent / "train_tiny_lm.py"
+
+
+def test_train_tiny_lm_trains_on_tpu_and_resumes(tmp_path):
+    """The script that trained the shipped checkpoint, on a small corpus and model: it logs the
+    loss, saves a from_pretrained checkpoint, and a second run continues from its state."""
+    env = dict(os.environ, TORCH_TPU_QUIET="1")
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    common = [sys.executable, str(TRAIN), "--out", str(tmp_path), "--corpus-limit", "40", "--vocab", "300",
+              "--hidden", "96", "--seq-len", "32", "--batch", "2", "--save-every", "2", "--warmup", "2"]
+    first = subprocess.run(common + ["--steps", "4"], env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = subprocess.run(common + ["--steps", "6", "--resume"], env=env, capture_output=True, text=True,
+                            timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed at step 4" in second.stdout
+    log = (tmp_path / "train_log.tsv").read_text().splitlines()
+    assert log[0].startswith("step\tloss") and [row.split("\t")[0] for row in log[1:]] == ["4", "6"]
+    assert all(float(row.split("\t")[1]) > 0 for row in log[1:])
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="tpu")
+    assert type(model).__name__ == "Qwen3_5ForCausalLM" and "sample:" in second.stdout
