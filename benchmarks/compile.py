@@ -10,7 +10,6 @@ import importlib.util
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_compile_"))
@@ -25,26 +24,7 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
-
-
-def sync(device):
-    if device == "tpu":
-        torch.tpu.synchronize()
-
-
-def timed(fn, device, iters):
-    """(first call seconds, steady per-call seconds)."""
-    start = time.perf_counter()
-    fn()
-    sync(device)
-    first = time.perf_counter() - start
-    fn()
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    sync(device)
-    return first, (time.perf_counter() - start) / iters
+from timing import timed  # noqa: E402
 
 
 def mlp_step(device, compiled):

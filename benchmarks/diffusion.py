@@ -11,8 +11,8 @@ compiled >= 2.3x our eager per step (Qwen-Image on v6e-4: 8.0 s eager, 3.5 s com
 import argparse
 import importlib.util
 import os
+import sys
 import tempfile
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_diffusion_"))
@@ -25,6 +25,9 @@ from diffusers import QwenImageTransformer2DModel, SD3Transformer2DModel  # noqa
 
 import torch_tpu  # noqa: E402
 from torch_tpu.compile import stats  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import timed  # noqa: E402
 
 LATENT = 32  # 256x256 images (VAE factor 8)
 
@@ -57,24 +60,6 @@ def qwen_image(width, layers):
 
 def on(device, inputs):
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-
-
-def timed(fn, device, iters):
-    """(first call seconds, steady per-call seconds)."""
-    def sync():
-        if device == "tpu":
-            torch.tpu.synchronize()
-    start = time.perf_counter()
-    fn()
-    sync()
-    first = time.perf_counter() - start
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    sync()
-    return first, (time.perf_counter() - start) / iters
 
 
 def step(model, inputs, device, compiled):
