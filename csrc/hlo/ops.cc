@@ -1,6 +1,7 @@
 #include "hlo/ops.h"
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <cstdio>
 #include <stdexcept>
@@ -426,9 +427,24 @@ std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t 
   std::string body = b.region(scalars, [&](Builder& r, const std::vector<Value>& a) {
     std::string attrs = std::string("comparison_direction = #stablehlo<comparison_direction ") +
                         (descending ? "GT" : "LT") + ">";
-    if (is_float(key)) attrs += ", compare_type = #stablehlo<comparison_type TOTALORDER>";
-    return std::vector<Value>{
-        r.emit1("stablehlo.compare", {a[0], a[1]}, Type(DType::Pred, {}), attrs)};
+    Value x = a[0], y = a[1];
+    if (is_float(key)) {
+      // PyTorch's order: every NaN (whatever its sign bit: inf - inf is -NaN on x86) after +inf,
+      // and -0.0 equal to +0.0 (a stable sort keeps their order). The total order alone would
+      // put -NaN first and -0.0 before +0.0, so keys are canonicalised first.
+      auto canonical = [&](Value v) {
+        Value nan = r.emit1("stablehlo.compare", {v, v}, Type(DType::Pred, {}),
+                            "comparison_direction = #stablehlo<comparison_direction NE>");
+        Value zero = constant(r, 0, key, {});
+        Value is_zero = r.emit1("stablehlo.compare", {v, zero}, Type(DType::Pred, {}),
+                                "comparison_direction = #stablehlo<comparison_direction EQ>");
+        Value positive_nan = constant(r, std::numeric_limits<double>::quiet_NaN(), key, {});
+        return select(r, nan, positive_nan, select(r, is_zero, zero, v));
+      };
+      x = canonical(x), y = canonical(y);
+      attrs += ", compare_type = #stablehlo<comparison_type TOTALORDER>";
+    }
+    return std::vector<Value>{r.emit1("stablehlo.compare", {x, y}, Type(DType::Pred, {}), attrs)};
   });
   return b.emit("stablehlo.sort", operands, results,
                 "dimension = " + std::to_string(dim) + " : i64, is_stable = " +

@@ -71,3 +71,21 @@ def test_unique(dtype, no_fallbacks):
     assert torch.equal(v.cpu(), ev) and torch.equal(inv.cpu(), einv) and torch.equal(cnt.cpu(), ecnt)
     m = torch.tensor([[1, 2], [2, 5]], dtype=dtype)
     assert torch.equal(torch.unique(m.to("tpu")).cpu(), torch.unique(m))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_sort_signed_nan_and_signed_zero_like_cpu(dtype, no_fallbacks):
+    """inf - inf is a NaN with the sign bit set on x86: it sorts last like every NaN, and -0.0
+    equals +0.0 (a stable sort keeps their order); topk/argsort/msort agree."""
+    x = torch.tensor([float("nan"), 1.0, -float("nan"), 3.0, float("inf") - float("inf"), -0.0, 0.0, -0.0,
+                      float("inf"), -float("inf")], dtype=dtype)
+    t = x.to("tpu")
+    for descending in (False, True):
+        v, i = torch.sort(t, descending=descending, stable=True)
+        rv, ri = torch.sort(x, descending=descending, stable=True)
+        torch.testing.assert_close(v.cpu(), rv, equal_nan=True)
+        assert i.cpu().tolist() == ri.tolist()
+    torch.testing.assert_close(torch.topk(t, 4).values.cpu(), torch.topk(x, 4).values, equal_nan=True)
+    torch.testing.assert_close(torch.topk(t, 4, largest=False).values.cpu(), torch.topk(x, 4, largest=False).values,
+                               equal_nan=True)
+    assert torch.argsort(t, stable=True).cpu().tolist() == torch.argsort(x, stable=True).tolist()
