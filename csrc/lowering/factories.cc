@@ -36,8 +36,12 @@ std::vector<Value> linspace(Context& c) {
   int64_t n = out.shape.at(0);
   DType acc = float_opmath(out.dtype);
   if (n == 0) return {zeros(b, out)};
-  Value start = broadcast_in_dim(b, convert(b, c.tensor(0), acc), {n}, {});
-  Value end = broadcast_in_dim(b, convert(b, c.tensor(1), acc), {n}, {});
+  // An integer result takes start and end in its own type first (2.5 -> 2), like the CPU kernel.
+  auto endpoint = [&](size_t i) {
+    Value v = is_integer(out.dtype) ? convert(b, c.tensor(i), out.dtype) : c.tensor(i);
+    return broadcast_in_dim(b, convert(b, v, acc), {n}, {});
+  };
+  Value start = endpoint(0), end = endpoint(1);
   if (n == 1) return {convert(b, start, out.dtype)};
   Value step = div(b, sub(b, end, start), constant(b, static_cast<double>(n - 1), acc, {n}));
   Value i = iota(b, Type(acc, {n}), 0);

@@ -113,7 +113,8 @@ def test_arange_out():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
 def test_linspace_eye(dtype):
-    for s, e, n in [(0, 1, 7), (-3, 10, 5), (2, 2, 1), (0, 1, 0)]:
+    # Fractional endpoints: an integer result truncates them first (2.5 -> 2), as the CPU does.
+    for s, e, n in [(0, 1, 7), (-3, 10, 5), (2, 2, 1), (0, 1, 0), (2.5, 1, 7), (-2.7, 3.9, 5)]:
         torch.testing.assert_close(torch.linspace(s, e, n, device=DEV, dtype=dtype).cpu(),
                                    torch.linspace(s, e, n, dtype=dtype))
     torch.testing.assert_close(torch.eye(4, device=DEV, dtype=dtype).cpu(), torch.eye(4, dtype=dtype))
