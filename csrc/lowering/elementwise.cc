@@ -27,6 +27,25 @@ Rule binary_rule(std::function<Value(Builder&, Value, Value)> f, bool compute_in
   };
 }
 
+// Integer division by zero raises on the CPU ("ZeroDivisionError"); here the engine raises it at
+// the next host sync (Builder::assert_false), like an out-of-range index. Floats give inf/NaN.
+void assert_nonzero_integer_divisor(Builder& b, Value y) {
+  if (!is_integer(y.dtype()) || y.type.numel() == 0) return;
+  std::vector<int64_t> all(y.rank());
+  for (int64_t d = 0; d < y.rank(); ++d) all[d] = d;
+  b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), "EQ"), all, "or"), "ZeroDivisionError");
+}
+
+// x op y for remainder/fmod: the divisor is checked for integer zeros.
+Rule division_rule(std::function<Value(Builder&, Value, Value)> f) {
+  return [f](Context& c) {
+    DType t = opmath(c.compute_dtype);
+    Value x = operand(c, 0, t), y = operand(c, 1, t);
+    assert_nonzero_integer_divisor(c.b, y);
+    return std::vector<Value>{convert(c.b, f(c.b, x, y), c.out().dtype)};
+  };
+}
+
 Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
   return binary_rule([op](Builder& b, Value x, Value y) { return binary(b, op, x, y); },
                      compute_in_out_type);
@@ -100,6 +119,7 @@ std::vector<Value> div_mode(Context& c) {
   }
   DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
+  assert_nonzero_integer_divisor(c.b, y);
   Value r = mode == "trunc" ? (is_float(t) ? trunc(c.b, div(c.b, x, y)) : div(c.b, x, y))
                             : floor_divide(c.b, x, y);
   return {convert(c.b, r, c.out().dtype)};
@@ -298,8 +318,8 @@ const Registrar registrar({
     {"mul.Tensor", hlo_binary("stablehlo.multiply")},
     {"div.Tensor", hlo_binary("stablehlo.divide", true)},
     {"div.Tensor_mode", div_mode},
-    {"remainder.Tensor", binary_rule(python_remainder)},
-    {"fmod.Tensor", hlo_binary("stablehlo.remainder")},
+    {"remainder.Tensor", division_rule(python_remainder)},
+    {"fmod.Tensor", division_rule([](Builder& b, Value x, Value y) { return binary(b, "stablehlo.remainder", x, y); })},
     {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
     {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
     {"pow.Scalar", hlo_binary("stablehlo.power")},

@@ -191,3 +191,17 @@ def test_nan_in_either_operand_propagates_through_max_min_clamp(no_fallbacks):
         torch.testing.assert_close(f(a.to("tpu"), b.to("tpu")).cpu(), f(a, b), equal_nan=True)
     torch.testing.assert_close(torch.clamp(a.to("tpu"), lo.to("tpu"), hi.to("tpu")).cpu(), torch.clamp(a, lo, hi),
                                equal_nan=True)
+
+
+@pytest.mark.parametrize("op", [lambda a, b: a.div(b, rounding_mode="trunc"), lambda a, b: a.div(b, rounding_mode="floor"),
+                                torch.remainder, torch.fmod, lambda a, b: a % 0],
+                         ids=["div_trunc", "div_floor", "remainder", "fmod", "mod_scalar"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_integer_division_by_zero_raises_like_cpu(op, dtype):
+    a, b = torch.tensor([5, 7, 3], dtype=dtype), torch.tensor([2, 0, 1], dtype=dtype)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        op(a, b)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        op(a.to("tpu"), b.to("tpu")).cpu()  # reported at the next host sync, like CUDA's asserts
+    ok = torch.tensor([2, 3, 1], dtype=dtype)  # nonzero divisors: no error, CPU's values
+    torch.testing.assert_close(torch.remainder(a.to("tpu"), ok.to("tpu")).cpu(), torch.remainder(a, ok))
