@@ -433,13 +433,9 @@ std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t 
       // and -0.0 equal to +0.0 (a stable sort keeps their order). The total order alone would
       // put -NaN first and -0.0 before +0.0, so keys are canonicalised first.
       auto canonical = [&](Value v) {
-        Value nan = r.emit1("stablehlo.compare", {v, v}, Type(DType::Pred, {}),
-                            "comparison_direction = #stablehlo<comparison_direction NE>");
         Value zero = constant(r, 0, key, {});
-        Value is_zero = r.emit1("stablehlo.compare", {v, zero}, Type(DType::Pred, {}),
-                                "comparison_direction = #stablehlo<comparison_direction EQ>");
         Value positive_nan = constant(r, std::numeric_limits<double>::quiet_NaN(), key, {});
-        return select(r, nan, positive_nan, select(r, is_zero, zero, v));
+        return select(r, compare(r, v, v, "NE"), positive_nan, select(r, compare(r, v, zero, "EQ"), zero, v));
       };
       x = canonical(x), y = canonical(y);
       attrs += ", compare_type = #stablehlo<comparison_type TOTALORDER>";

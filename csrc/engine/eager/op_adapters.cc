@@ -46,15 +46,16 @@ void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, s
     const c10::Device device = self.toTensor().device();
     int64_t dim = 0;  // the indexed dimension the entry starts at
     for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
-      if (t.has_value() && t->defined() && is_mask(*t)) check_mask_shape(self.toTensor(), *t, dim);
-      dim += t.has_value() && t->defined() && is_mask(*t) ? std::max<int64_t>(t->dim(), 1) : 1;
+      bool mask = t.has_value() && t->defined() && is_mask(*t);
+      if (mask) check_mask_shape(self.toTensor(), *t, dim);
+      dim += mask ? std::max<int64_t>(t->dim(), 1) : 1;
       bool defined = t.has_value() && t->defined() && t->dim() > 0;
       bool on_cpu = defined && t->device().is_cpu();
-      bool device_mask = defined && expand_masks && t->is_privateuseone() && is_mask(*t);
+      bool device_mask = defined && mask && expand_masks && t->is_privateuseone();
       changed |= on_cpu || device_mask;
       if (!on_cpu && !device_mask) {
         moved.push_back(t);
-      } else if (is_mask(*t)) {
+      } else if (mask) {
         at::Tensor coords = t->nonzero();  // on the mask's device
         for (int64_t d = 0; d < t->dim(); ++d) moved.push_back(coords.select(1, d).to(device));
       } else {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "engine/device/dtypes.h"
@@ -122,8 +123,15 @@ bool is_scalar_list_arg(const c10::Argument& a) {
 OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args) {
   using K = ArgRef::Kind;
   OpCall call;
-  const OpAdapter* adapter = find_adapter(op.operator_name());
-  bool runtime_floats = adapter != nullptr && adapter->runtime_floats;
+  // Looked up only when a `float` argument appears (rare), not on every op's dispatch.
+  std::optional<bool> runtime_floats;
+  auto floats_at_runtime = [&] {
+    if (!runtime_floats) {
+      const OpAdapter* adapter = find_adapter(op.operator_name());
+      runtime_floats = adapter != nullptr && adapter->runtime_floats;
+    }
+    return *runtime_floats;
+  };
   call.key.push_back(reinterpret_cast<intptr_t>(&op.schema()));
   call.args.resize(num_args);
   const auto& schema_args = op.schema().arguments();
@@ -166,7 +174,7 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       bool dtype = is_dtype_arg(schema_args[a]);
       ref.kind = dtype ? K::ScalarType : K::Int;
       call.key.insert(call.key.end(), {dtype ? kScalarType : kInt, v.toInt()});
-    } else if (v.isDouble() && runtime_floats) {
+    } else if (v.isDouble() && floats_at_runtime()) {
       ref = {K::Scalar, static_cast<int>(call.scalars.size()), 1};
       call.key.insert(call.key.end(), {kScalar, int64_t(c10::ScalarType::Double)});
       call.scalars.push_back({arg, c10::Scalar(v.toDouble())});
