@@ -41,6 +41,9 @@ torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module
 _REGISTERED_OPS = _C._register_kernels()
 
 from . import metrics  # noqa: E402,F401
+from . import distributed  # noqa: E402
+
+distributed.register()  # c10d backends "tpu" and "tpu_dist" (docs/parallel.md)
 from . import _default_compile  # noqa: E402
 
 _default_compile.enable()  # plain torch.compile(model) on tpu tensors uses the tpu backend

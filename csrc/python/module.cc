@@ -18,11 +18,13 @@ namespace py = pybind11;
 using namespace tpu::engine;
 
 void register_graph_bindings(py::module& m);               // graph_bindings.cc
+void register_distributed_bindings(py::module& m);         // distributed_bindings.cc
 py::dict aot_result_dict(const tpu::engine::AotResult& r);  // graph_bindings.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-tpu core (C++)";
   register_graph_bindings(m);
+  register_distributed_bindings(m);
   m.def("_configure", [](const std::string& path, const std::string& kind, int cpu_devices) {
     configure_runtime({path, kind, cpu_devices});
   });

@@ -1,0 +1,294 @@
+#include "engine/distributed/host_transport_backend.h"
+
+#include <ATen/ATen.h>
+
+#include "engine/distributed/completed_work.h"
+
+namespace tpu::engine::distributed {
+namespace {
+
+std::string describe(const at::Tensor& t) {
+  return c10::str(t.device(), " ", t.scalar_type(), t.sizes());
+}
+
+// Runs a host collective to completion; gloo raises its own errors (timeouts, a peer that
+// closed its connection) from wait().
+void finish(const c10::intrusive_ptr<c10d::Work>& work) {
+  if (work) work->wait();
+}
+
+// PREMUL_SUM (FSDP's gradient scaling) is a multiply before a SUM; the host backend gets SUM.
+c10d::ReduceOp scale_for_premul(const c10d::ReduceOp& op, std::vector<at::Tensor>& host) {
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return op;
+  auto* premul = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(premul != nullptr, "tpu backend: PREMUL_SUM without a factor");
+  for (at::Tensor& t : host) {
+    if (premul->tensor_factor.defined()) {
+      t.mul_(premul->tensor_factor.to(at::kCPU));
+    } else {
+      t.mul_(premul->double_factor);
+    }
+  }
+  return c10d::ReduceOp(c10d::ReduceOp::SUM);
+}
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> regroup(const std::vector<at::Tensor>& flat,
+                                             const std::vector<std::vector<at::Tensor>>& shape_of) {
+  std::vector<std::vector<at::Tensor>> out;
+  size_t i = 0;
+  for (const auto& l : shape_of) {
+    out.emplace_back(flat.begin() + static_cast<long>(i), flat.begin() + static_cast<long>(i + l.size()));
+    i += l.size();
+  }
+  return out;
+}
+
+}  // namespace
+
+HostTransportBackend::HostTransportBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size)
+    : c10d::Backend(rank, size), host_(std::move(host)) {
+  TORCH_CHECK(host_, "tpu backend: no host transport backend");
+}
+
+void HostTransportBackend::setTimeout(std::chrono::milliseconds timeout) { host_->setTimeout(timeout); }
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::endCoalescing() {
+  // Every collective inside the coalescing block already ran when it was called.
+  return done(c10d::OpType::COALESCED, {});
+}
+
+at::Tensor HostTransportBackend::to_host(const char* op, const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "torch.distributed ", op,
+              " on the tpu backend: expected tpu tensors, got ", describe(t));
+  TORCH_CHECK(t.layout() == at::kStrided, "torch.distributed ", op, " on the tpu backend: only dense tensors, got ",
+              t.layout());
+  at::Tensor host = t.to(at::kCPU).contiguous();
+  bytes_to_host_ += host.nbytes();
+  return host;
+}
+
+std::vector<at::Tensor> HostTransportBackend::to_host(const char* op, const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(to_host(op, t));
+  return out;
+}
+
+std::vector<at::Tensor> HostTransportBackend::host_like(const char* op, const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "torch.distributed ", op,
+                " on the tpu backend: expected tpu output tensors, got ", describe(t));
+    out.push_back(at::empty(t.sizes(), t.options().device(at::kCPU)));
+  }
+  return out;
+}
+
+void HostTransportBackend::copy_back(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host) {
+  for (size_t i = 0; i < device.size(); ++i) {
+    device[i].copy_(host[i]);
+    bytes_from_host_ += host[i].nbytes();
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::done(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                                          int source_rank) {
+  return c10::make_intrusive<CompletedWork>(getRank(), type, std::move(outputs), source_rank);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                               const c10d::BroadcastOptions& opts) {
+  std::vector<at::Tensor> host = to_host("broadcast", tensors);
+  finish(host_->broadcast(host, opts));
+  copy_back(tensors, host);
+  return done(c10d::OpType::BROADCAST, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                               const c10d::AllreduceOptions& opts) {
+  std::vector<at::Tensor> host = to_host("all_reduce", tensors);
+  c10d::AllreduceOptions o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, host);
+  finish(host_->allreduce(host, o));
+  copy_back(tensors, host);
+  return done(c10d::OpType::ALLREDUCE, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  std::vector<at::Tensor> host = to_host("all_reduce_coalesced", tensors);
+  c10d::AllreduceCoalescedOptions o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, host);
+  finish(host_->allreduce_coalesced(host, o));
+  copy_back(tensors, host);
+  return done(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::ReduceOptions& opts) {
+  std::vector<at::Tensor> host = to_host("reduce", tensors);
+  c10d::ReduceOptions o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, host);
+  finish(host_->reduce(host, o));
+  if (getRank() == opts.rootRank) copy_back(tensors, host);  // only the root's tensor is defined
+  return done(c10d::OpType::REDUCE, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                               std::vector<at::Tensor>& inputs,
+                                                               const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> host_in = to_host("all_gather", inputs);
+  std::vector<at::Tensor> flat_out = flatten(outputs);
+  std::vector<std::vector<at::Tensor>> host_out = regroup(host_like("all_gather", flat_out), outputs);
+  finish(host_->allgather(host_out, host_in, opts));
+  copy_back(flat_out, flatten(host_out));
+  return done(c10d::OpType::ALLGATHER, flat_out);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                     const c10d::AllgatherOptions& opts) {
+  at::Tensor host_in = to_host("all_gather_into_tensor", input);
+  std::vector<at::Tensor> out{output};
+  std::vector<at::Tensor> host_out = host_like("all_gather_into_tensor", out);
+  finish(host_->_allgather_base(host_out[0], host_in, opts));
+  copy_back(out, host_out);
+  return done(c10d::OpType::_ALLGATHER_BASE, out);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> host_in = to_host("all_gather_coalesced", inputs);
+  std::vector<at::Tensor> flat_out = flatten(outputs);
+  std::vector<std::vector<at::Tensor>> host_out = regroup(host_like("all_gather_coalesced", flat_out), outputs);
+  finish(host_->allgather_coalesced(host_out, host_in, opts));
+  copy_back(flat_out, flatten(host_out));
+  return done(c10d::OpType::ALLGATHER_COALESCED, flat_out);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> host_in = to_host("all_gather_into_tensor_coalesced", inputs);
+  std::vector<at::Tensor> host_out = host_like("all_gather_into_tensor_coalesced", outputs);
+  finish(host_->allgather_into_tensor_coalesced(host_out, host_in, opts));
+  copy_back(outputs, host_out);
+  return done(c10d::OpType::COALESCED, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::GatherOptions& opts) {
+  std::vector<at::Tensor> host_in = to_host("gather", inputs);
+  std::vector<at::Tensor> flat_out = flatten(outputs);  // empty except on the root
+  std::vector<std::vector<at::Tensor>> host_out = regroup(host_like("gather", flat_out), outputs);
+  finish(host_->gather(host_out, host_in, opts));
+  copy_back(flat_out, flatten(host_out));
+  return done(c10d::OpType::GATHER, flat_out);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                             std::vector<std::vector<at::Tensor>>& inputs,
+                                                             const c10d::ScatterOptions& opts) {
+  std::vector<std::vector<at::Tensor>> host_in;
+  for (const auto& l : inputs) host_in.push_back(to_host("scatter", l));  // empty except on the root
+  std::vector<at::Tensor> host_out = host_like("scatter", outputs);
+  finish(host_->scatter(host_out, host_in, opts));
+  copy_back(outputs, host_out);
+  return done(c10d::OpType::SCATTER, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                    std::vector<std::vector<at::Tensor>>& inputs,
+                                                                    const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> flat_in;
+  for (const auto& l : inputs) {
+    for (const at::Tensor& t : l) flat_in.push_back(to_host("reduce_scatter", t));
+  }
+  c10d::ReduceScatterOptions o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, flat_in);
+  std::vector<std::vector<at::Tensor>> host_in = regroup(flat_in, inputs);
+  std::vector<at::Tensor> host_out = host_like("reduce_scatter", outputs);
+  finish(host_->reduce_scatter(host_out, host_in, o));
+  copy_back(outputs, host_out);
+  return done(c10d::OpType::REDUCE_SCATTER, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                          const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> host_in{to_host("reduce_scatter_tensor", input)};
+  c10d::ReduceScatterOptions o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, host_in);
+  std::vector<at::Tensor> out{output};
+  std::vector<at::Tensor> host_out = host_like("reduce_scatter_tensor", out);
+  finish(host_->_reduce_scatter_base(host_out[0], host_in[0], o));
+  copy_back(out, host_out);
+  return done(c10d::OpType::_REDUCE_SCATTER_BASE, out);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> host_in = to_host("reduce_scatter_tensor_coalesced", inputs);
+  c10d::ReduceScatterOptions o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, host_in);
+  std::vector<at::Tensor> host_out = host_like("reduce_scatter_tensor_coalesced", outputs);
+  finish(host_->reduce_scatter_tensor_coalesced(host_out, host_in, o));
+  copy_back(outputs, host_out);
+  return done(c10d::OpType::COALESCED, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                   std::vector<int64_t>& output_split_sizes,
+                                                                   std::vector<int64_t>& input_split_sizes,
+                                                                   const c10d::AllToAllOptions& opts) {
+  at::Tensor host_in = to_host("all_to_all_single", input);
+  std::vector<at::Tensor> out{output};
+  std::vector<at::Tensor> host_out = host_like("all_to_all_single", out);
+  finish(host_->alltoall_base(host_out[0], host_in, output_split_sizes, input_split_sizes, opts));
+  copy_back(out, host_out);
+  return done(c10d::OpType::ALLTOALL_BASE, out);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                              std::vector<at::Tensor>& inputs,
+                                                              const c10d::AllToAllOptions& opts) {
+  std::vector<at::Tensor> host_in = to_host("all_to_all", inputs);
+  std::vector<at::Tensor> host_out = host_like("all_to_all", outputs);
+  finish(host_->alltoall(host_out, host_in, opts));
+  copy_back(outputs, host_out);
+  return done(c10d::OpType::ALLTOALL, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  std::vector<at::Tensor> host = to_host("send", tensors);
+  finish(host_->send(host, dst_rank, tag));
+  return done(c10d::OpType::SEND, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  std::vector<at::Tensor> host = host_like("recv", tensors);
+  finish(host_->recv(host, src_rank, tag));
+  copy_back(tensors, host);
+  return done(c10d::OpType::RECV, tensors, src_rank);
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  std::vector<at::Tensor> host = host_like("recv", tensors);
+  c10::intrusive_ptr<c10d::Work> work = host_->recvAnysource(host, tag);
+  finish(work);
+  copy_back(tensors, host);
+  return done(c10d::OpType::RECVANYSOURCE, tensors, work->sourceRank());
+}
+
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::barrier(const c10d::BarrierOptions& opts) {
+  finish(host_->barrier(opts));
+  return done(c10d::OpType::BARRIER, {});
+}
+
+}  // namespace tpu::engine::distributed
