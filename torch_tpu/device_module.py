@@ -200,3 +200,34 @@ def _is_in_bad_fork() -> bool:
 
 def _get_cache_stats() -> dict:
     return _C._cache_stats()
+
+
+# Streams and events. A tpu device executes in one order (PJRT orders work by its buffers'
+# dependencies), so every stream is that one queue: waits between streams are already satisfied
+# and events complete in order. These exist because stream-aware code (FSDP2, DDP, accelerate)
+# asks the device module for them.
+def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (torch.cuda.Stream's name)
+    return torch.Stream(device=torch.device("tpu", _index(device)), priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(device: Any = None) -> torch.Stream:
+    return torch.Stream(device=torch.device("tpu", _index(device)))
+
+
+default_stream = current_stream
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Selects the device of `stream`; there is one queue per device."""
+    if stream is not None:
+        set_device(stream.device_index)
+
+
+@contextlib.contextmanager
+def stream(s: torch.Stream | None):
+    with device(s.device if s is not None else None):
+        yield s

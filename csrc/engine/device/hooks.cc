@@ -6,6 +6,7 @@
 #include "engine/device/generator.h"
 #include "engine/device/guard.h"
 #include "engine/device/runtime.h"
+#include "engine/device/storage.h"
 
 namespace tpu::engine {
 namespace {
@@ -38,6 +39,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   }
   // Host memory is ordinary pageable memory: PJRT copies it synchronously, so "pinned" host
   // tensors come from PyTorch's CPU caching host allocator and are only marked as such.
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage, newsize);
+  }
   bool isPinnedPtr(const void* data) const override {
     return is_pinned_host_ptr(data);
   }

@@ -85,4 +85,28 @@ at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_d
   return t;
 }
 
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  StorageBuffer& old = storage_buffer(storage);
+  if (nbytes == old.nbytes) return;
+  size_t kept = std::min(nbytes, old.nbytes);
+  std::vector<uint8_t> bytes;
+  if (old.buffer() && kept > 0) {
+    std::vector<uint8_t> previous(old.nbytes);
+    old.buffer()->to_host(previous.data(), old.nbytes);
+    bytes.assign(nbytes, 0);
+    std::memcpy(bytes.data(), previous.data(), kept);
+  }
+  // The element type survives when the new size holds whole elements of it.
+  hlo::DType dtype = nbytes * 8 % hlo::bit_width(old.dtype) == 0 ? old.dtype : hlo::DType::U8;
+  c10::DataPtr data = allocate_on(old.device, nbytes);
+  StorageBuffer& resized = *static_cast<StorageBuffer*>(data.get_context());
+  if (!bytes.empty()) {
+    int64_t n = static_cast<int64_t>(nbytes * 8 / hlo::bit_width(dtype));
+    resized.set(runtime().client().buffer_from_host(bytes.data(), to_pjrt(dtype), {n}, resized.device), dtype, {n});
+  }
+  c10::Storage target = storage;  // a handle to the same StorageImpl
+  target.set_data_ptr_noswap(std::move(data));
+  target.set_nbytes(nbytes);
+}
+
 }  // namespace tpu::engine

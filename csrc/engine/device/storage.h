@@ -54,6 +54,11 @@ std::vector<int64_t> dense_layout(c10::IntArrayRef sizes);
 // and becomes flat.
 std::shared_ptr<pjrt::Buffer> read_buffer(StorageBuffer& s, hlo::DType dtype);
 
+// Resizes a storage to `nbytes`, keeping the bytes both sizes share (as CPU and CUDA do); new
+// bytes are zeros. Backs Tensor.resize_ and untyped_storage().resize_() (FSDP2 frees unsharded
+// parameters that way).
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
+
 // A new tpu tensor of `sizes`/`strides`/`dtype` whose storage adopts `buffer` (shape
 // `buffer_dims`, the whole storage) on `device`.
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,

@@ -148,26 +148,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
   size_t needed = at::detail::computeStorageNbytesContiguous(size, self.element_size(), self.storage_offset());
-  if (needed > self.storage().nbytes()) {
-    c10::Storage storage = self.storage();
-    StorageBuffer& old = storage_buffer(storage);
-    at::Tensor previous_bytes;
-    if (old.buffer() && old.nbytes > 0) {
-      previous_bytes = at::empty({static_cast<int64_t>(old.nbytes)}, at::kByte);
-      old.buffer()->to_host(previous_bytes.data_ptr(), old.nbytes);
-    }
-    hlo::DType dtype = to_hlo(self.scalar_type(), "resize_");
-    c10::DataPtr data = allocate_on(old.device, needed);
-    StorageBuffer& grown = *static_cast<StorageBuffer*>(data.get_context());
-    if (previous_bytes.defined()) {
-      std::vector<uint8_t> bytes(needed, 0);
-      std::memcpy(bytes.data(), previous_bytes.data_ptr(), old.nbytes);
-      int64_t n = static_cast<int64_t>(needed * 8 / hlo::bit_width(dtype));
-      grown.set(runtime().client().buffer_from_host(bytes.data(), to_pjrt(dtype), {n}, grown.device), dtype, {n});
-    }
-    storage.set_data_ptr_noswap(std::move(data));
-    storage.set_nbytes(needed);
-  }
+  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
   impl->set_sizes_contiguous(size);
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);

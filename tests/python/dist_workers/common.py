@@ -14,7 +14,12 @@ def start(backend: str = "tpu", **kwargs):
 
 
 def passed(name: str) -> None:
-    """One line per check that passed; the launching test asserts every expected name is there."""
+    """Records a check that passed, one file per rank (torchrun interleaves the ranks' stdout);
+    the launching test asserts that every rank passed every expected check."""
+    results = os.environ.get("TPU_DIST_RESULTS")
+    if results:
+        with open(os.path.join(results, f"rank{dist.get_rank()}.txt"), "a") as f:
+            f.write(name + "\n")
     print(f"PASS {name} rank={dist.get_rank()}", flush=True)
 
 
