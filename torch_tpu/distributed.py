@@ -17,7 +17,7 @@ import torch.distributed as dist
 from . import _C
 from . import device_module as _device_module
 
-BACKEND_NAMES = ("tpu_dist", "tpu")  # the last one registered is the default for the device
+BACKEND_NAMES = ("tpu_dist", "tpu")  # the first is the default for the device (Transformers asks for it)
 
 
 def _create_backend(store, rank: int, world_size: int, timeout):

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/distributed/call_agreement.h"
 #include "engine/distributed/completed_work.h"
 
 namespace tpu::engine::distributed {
@@ -30,6 +31,18 @@ c10d::ReduceOp scale_for_premul(const c10d::ReduceOp& op, std::vector<at::Tensor
     }
   }
   return c10d::ReduceOp(c10d::ReduceOp::SUM);
+}
+
+// Elements an all_to_all_single moves to (or from) each rank: equal chunks of dim 0 when no
+// split sizes are given.
+std::vector<int64_t> split_numels(const at::Tensor& t, const std::vector<int64_t>& splits, int size) {
+  int64_t rows = t.dim() > 0 ? t.size(0) : 1;
+  int64_t per_row = rows > 0 ? t.numel() / rows : 0;
+  std::vector<int64_t> out;
+  for (int j = 0; j < size; ++j) {
+    out.push_back(splits.empty() ? t.numel() / size : splits.at(j) * per_row);
+  }
+  return out;
 }
 
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
@@ -98,6 +111,10 @@ void HostTransportBackend::copy_back(std::vector<at::Tensor>& device, const std:
   }
 }
 
+void HostTransportBackend::agree(const CallSignature& mine) {
+  if (call_checks_enabled()) check_ranks_agree(*host_, getRank(), getSize(), mine);
+}
+
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::done(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                           int source_rank) {
   return c10::make_intrusive<CompletedWork>(getRank(), type, std::move(outputs), source_rank);
@@ -105,6 +122,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::done(c10d::OpType type, std
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                                const c10d::BroadcastOptions& opts) {
+  agree(signature_of("broadcast", c10d::OpType::BROADCAST, tensors));
   std::vector<at::Tensor> host = to_host("broadcast", tensors);
   finish(host_->broadcast(host, opts));
   copy_back(tensors, host);
@@ -113,6 +131,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::broadcast(std::vector<at::T
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
+  agree(signature_of("all_reduce", c10d::OpType::ALLREDUCE, tensors));
   std::vector<at::Tensor> host = to_host("all_reduce", tensors);
   c10d::AllreduceOptions o = opts;
   o.reduceOp = scale_for_premul(opts.reduceOp, host);
@@ -123,6 +142,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce(std::vector<at::T
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  agree(signature_of("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors));
   std::vector<at::Tensor> host = to_host("all_reduce_coalesced", tensors);
   c10d::AllreduceCoalescedOptions o = opts;
   o.reduceOp = scale_for_premul(opts.reduceOp, host);
@@ -133,6 +153,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
+  agree(signature_of("reduce", c10d::OpType::REDUCE, tensors));
   std::vector<at::Tensor> host = to_host("reduce", tensors);
   c10d::ReduceOptions o = opts;
   o.reduceOp = scale_for_premul(opts.reduceOp, host);
@@ -144,6 +165,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions& opts) {
+  agree(signature_of("all_gather", c10d::OpType::ALLGATHER, inputs));
   std::vector<at::Tensor> host_in = to_host("all_gather", inputs);
   std::vector<at::Tensor> flat_out = flatten(outputs);
   std::vector<std::vector<at::Tensor>> host_out = regroup(host_like("all_gather", flat_out), outputs);
@@ -154,6 +176,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather(std::vector<std::
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::AllgatherOptions& opts) {
+  agree(signature_of("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}));
   at::Tensor host_in = to_host("all_gather_into_tensor", input);
   std::vector<at::Tensor> out{output};
   std::vector<at::Tensor> host_out = host_like("all_gather_into_tensor", out);
@@ -165,6 +188,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::_allgather_base(at::Tensor&
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  agree(signature_of("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs));
   std::vector<at::Tensor> host_in = to_host("all_gather_coalesced", inputs);
   std::vector<at::Tensor> flat_out = flatten(outputs);
   std::vector<std::vector<at::Tensor>> host_out = regroup(host_like("all_gather_coalesced", flat_out), outputs);
@@ -175,6 +199,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather_coalesced(
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  agree(signature_of("all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs));
   std::vector<at::Tensor> host_in = to_host("all_gather_into_tensor_coalesced", inputs);
   std::vector<at::Tensor> host_out = host_like("all_gather_into_tensor_coalesced", outputs);
   finish(host_->allgather_into_tensor_coalesced(host_out, host_in, opts));
@@ -185,6 +210,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather_into_tensor_coale
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::GatherOptions& opts) {
+  agree(signature_of("gather", c10d::OpType::GATHER, inputs));
   std::vector<at::Tensor> host_in = to_host("gather", inputs);
   std::vector<at::Tensor> flat_out = flatten(outputs);  // empty except on the root
   std::vector<std::vector<at::Tensor>> host_out = regroup(host_like("gather", flat_out), outputs);
@@ -196,6 +222,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::gather(std::vector<std::vec
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::scatter(std::vector<at::Tensor>& outputs,
                                                              std::vector<std::vector<at::Tensor>>& inputs,
                                                              const c10d::ScatterOptions& opts) {
+  agree(signature_of("scatter", c10d::OpType::SCATTER, outputs));
   std::vector<std::vector<at::Tensor>> host_in;
   for (const auto& l : inputs) host_in.push_back(to_host("scatter", l));  // empty except on the root
   std::vector<at::Tensor> host_out = host_like("scatter", outputs);
@@ -207,6 +234,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::scatter(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                                     const c10d::ReduceScatterOptions& opts) {
+  agree(signature_of("reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs));
   std::vector<at::Tensor> flat_in;
   for (const auto& l : inputs) {
     for (const at::Tensor& t : l) flat_in.push_back(to_host("reduce_scatter", t));
@@ -222,6 +250,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce_scatter(std::vector<
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                           const c10d::ReduceScatterOptions& opts) {
+  agree(signature_of("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {output}));
   std::vector<at::Tensor> host_in{to_host("reduce_scatter_tensor", input)};
   c10d::ReduceScatterOptions o = opts;
   o.reduceOp = scale_for_premul(opts.reduceOp, host_in);
@@ -234,6 +263,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::_reduce_scatter_base(at::Te
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  agree(signature_of("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, outputs));
   std::vector<at::Tensor> host_in = to_host("reduce_scatter_tensor_coalesced", inputs);
   c10d::ReduceScatterOptions o = opts;
   o.reduceOp = scale_for_premul(opts.reduceOp, host_in);
@@ -247,6 +277,10 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::alltoall_base(at::Tensor& o
                                                                    std::vector<int64_t>& output_split_sizes,
                                                                    std::vector<int64_t>& input_split_sizes,
                                                                    const c10d::AllToAllOptions& opts) {
+  CallSignature sig = signature_of("all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input});
+  sig.send_numels = split_numels(input, input_split_sizes, getSize());
+  sig.recv_numels = split_numels(output, output_split_sizes, getSize());
+  agree(sig);
   at::Tensor host_in = to_host("all_to_all_single", input);
   std::vector<at::Tensor> out{output};
   std::vector<at::Tensor> host_out = host_like("all_to_all_single", out);
@@ -258,6 +292,13 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::alltoall_base(at::Tensor& o
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                               std::vector<at::Tensor>& inputs,
                                                               const c10d::AllToAllOptions& opts) {
+  CallSignature sig = signature_of("all_to_all", c10d::OpType::ALLTOALL, inputs);
+  for (const at::Tensor& t : inputs) sig.send_numels.push_back(t.numel());
+  for (const at::Tensor& t : outputs) sig.recv_numels.push_back(t.numel());
+  TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
+              "torch.distributed all_to_all on the tpu backend: expected ", getSize(), " input and output tensors, got ",
+              inputs.size(), " and ", outputs.size());
+  agree(sig);
   std::vector<at::Tensor> host_in = to_host("all_to_all", inputs);
   std::vector<at::Tensor> host_out = host_like("all_to_all", outputs);
   finish(host_->alltoall(host_out, host_in, opts));
@@ -287,6 +328,7 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::recvAnysource(std::vector<a
 }
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::barrier(const c10d::BarrierOptions& opts) {
+  agree(CallSignature{"barrier", static_cast<int64_t>(c10d::OpType::BARRIER)});
   finish(host_->barrier(opts));
   return done(c10d::OpType::BARRIER, {});
 }

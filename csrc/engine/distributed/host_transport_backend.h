@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/distributed/call_agreement.h"
+
 namespace tpu::engine::distributed {
 
 class HostTransportBackend final : public c10d::Backend {
@@ -78,6 +80,7 @@ class HostTransportBackend final : public c10d::Backend {
   at::Tensor to_host(const char* op, const at::Tensor& tensor);
   std::vector<at::Tensor> host_like(const char* op, const std::vector<at::Tensor>& tensors);
   void copy_back(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host);
+  void agree(const CallSignature& mine);  // raises on every rank when the ranks' calls differ
   c10::intrusive_ptr<c10d::Work> done(c10d::OpType type, std::vector<at::Tensor> outputs, int source_rank = -1);
 
   c10::intrusive_ptr<c10d::Backend> host_;
