@@ -59,7 +59,7 @@ test-cpp: $(STAMP)
 # (Transformers families, Diffusers pipelines, demos) emit the same op modules thousands of
 # times over (DynamicCache compiles per new length), which would make the libtpu pass take
 # ~25 minutes more; they run without it.
-MODEL_SUITES := test_transformers_families.py test_diffusers.py test_demo_llm.py
+MODEL_SUITES := test_transformers_families.py test_diffusers.py test_demo_llm.py test_distributed.py
 test-python: setup
 	TORCH_TPU_QUIET=1 TORCH_TPU_AOT_CHECK=$$($(PY) -c "import libtpu" 2>/dev/null && echo v6e:1x1) \
 	  $(PY) -m pytest -q tests/python $(foreach f,$(MODEL_SUITES),--ignore=tests/python/$(f))
