@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin bench bench-compile bench-llm bench-diffusion docs clean
+.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin bench bench-compile bench-llm bench-diffusion bench-parallel docs clean
 
 setup: $(STAMP) build
 
@@ -84,6 +84,10 @@ bench-diffusion: setup
 	$(PY) benchmarks/diffusion.py
 
 # Prefill/decode tokens/s of ~10M and ~100M Qwen3/Qwen3.5 models vs PyTorch CPU (issue 8).
+# Tensor parallelism over 1/2/4 emulated chips: memory and traffic per rank (docs/parallel.md).
+bench-parallel: setup
+	$(PY) benchmarks/parallel.py
+
 bench-llm: setup
 	$(PY) benchmarks/llm_generate.py
 

@@ -40,5 +40,8 @@ def register() -> None:
 
 def transport_bytes(group=None) -> dict:
     """Bytes this process copied device->host and host->device for collectives of `group`."""
-    backend = (group or dist.group.WORLD)._get_backend(torch.device("tpu"))
+    group = group or dist.group.WORLD
+    if group is None:
+        raise RuntimeError("torch_tpu.distributed.transport_bytes: torch.distributed is not initialized")
+    backend = group._get_backend(torch.device("tpu"))
     return {"to_host": backend.bytes_to_host, "from_host": backend.bytes_from_host}
