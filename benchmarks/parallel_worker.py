@@ -16,7 +16,11 @@ import torch_tpu  # noqa: E402
 path, new_tokens = sys.argv[1], int(sys.argv[2])
 dist.init_process_group("tpu_dist")  # Transformers would too, except at world size 1
 start = time.perf_counter()
-model = transformers.AutoModelForCausalLM.from_pretrained(path, tp_plan="auto", dtype=torch.float32)
+if dist.get_world_size() == 1:  # Transformers leaves a tp_plan model of one rank on the CPU
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu", dtype=torch.float32)
+else:
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, tp_plan="auto", dtype=torch.float32)
+assert model.device.type == "tpu", model.device
 load_s = time.perf_counter() - start
 full = sum(p.numel() * p.element_size() for p in model.parameters())
 local = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes for p in model.parameters())

@@ -129,37 +129,41 @@ c10::intrusive_ptr<c10d::Work> HostTransportBackend::broadcast(std::vector<at::T
   return done(c10d::OpType::BROADCAST, tensors);
 }
 
+// all_reduce, its coalesced form and reduce: in-place reductions of `tensors` that differ only in
+// their options type and which ranks get the result.
+template <typename Opts, typename HostCall>
+c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce_in_place(const char* op, c10d::OpType type,
+                                                                     std::vector<at::Tensor>& tensors,
+                                                                     const Opts& opts, bool result_here,
+                                                                     HostCall host_call) {
+  agree(signature_of(op, type, tensors));
+  std::vector<at::Tensor> host = to_host(op, tensors);
+  Opts o = opts;
+  o.reduceOp = scale_for_premul(opts.reduceOp, host);
+  finish(host_call(host, o));
+  if (result_here) copy_back(tensors, host);
+  return done(type, tensors);
+}
+
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
-  agree(signature_of("all_reduce", c10d::OpType::ALLREDUCE, tensors));
-  std::vector<at::Tensor> host = to_host("all_reduce", tensors);
-  c10d::AllreduceOptions o = opts;
-  o.reduceOp = scale_for_premul(opts.reduceOp, host);
-  finish(host_->allreduce(host, o));
-  copy_back(tensors, host);
-  return done(c10d::OpType::ALLREDUCE, tensors);
+  return reduce_in_place("all_reduce", c10d::OpType::ALLREDUCE, tensors, opts, true,
+                         [&](std::vector<at::Tensor>& h, const c10d::AllreduceOptions& o) { return host_->allreduce(h, o); });
 }
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  agree(signature_of("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors));
-  std::vector<at::Tensor> host = to_host("all_reduce_coalesced", tensors);
-  c10d::AllreduceCoalescedOptions o = opts;
-  o.reduceOp = scale_for_premul(opts.reduceOp, host);
-  finish(host_->allreduce_coalesced(host, o));
-  copy_back(tensors, host);
-  return done(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+  return reduce_in_place("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts, true,
+                         [&](std::vector<at::Tensor>& h, const c10d::AllreduceCoalescedOptions& o) {
+                           return host_->allreduce_coalesced(h, o);
+                         });
 }
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
-  agree(signature_of("reduce", c10d::OpType::REDUCE, tensors));
-  std::vector<at::Tensor> host = to_host("reduce", tensors);
-  c10d::ReduceOptions o = opts;
-  o.reduceOp = scale_for_premul(opts.reduceOp, host);
-  finish(host_->reduce(host, o));
-  if (getRank() == opts.rootRank) copy_back(tensors, host);  // only the root's tensor is defined
-  return done(c10d::OpType::REDUCE, tensors);
+  // Only the root's tensor is defined afterwards.
+  return reduce_in_place("reduce", c10d::OpType::REDUCE, tensors, opts, getRank() == opts.rootRank,
+                         [&](std::vector<at::Tensor>& h, const c10d::ReduceOptions& o) { return host_->reduce(h, o); });
 }
 
 c10::intrusive_ptr<c10d::Work> HostTransportBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,

@@ -80,6 +80,9 @@ class HostTransportBackend final : public c10d::Backend {
   at::Tensor to_host(const char* op, const at::Tensor& tensor);
   std::vector<at::Tensor> host_like(const char* op, const std::vector<at::Tensor>& tensors);
   void copy_back(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host);
+  template <typename Opts, typename HostCall>
+  c10::intrusive_ptr<c10d::Work> reduce_in_place(const char* op, c10d::OpType type, std::vector<at::Tensor>& tensors,
+                                                 const Opts& opts, bool result_here, HostCall host_call);
   void agree(const CallSignature& mine);  // raises on every rank when the ranks' calls differ
   c10::intrusive_ptr<c10d::Work> done(c10d::OpType type, std::vector<at::Tensor> outputs, int source_rank = -1);
 
