@@ -79,7 +79,8 @@ def test_transformers_tp_plan_auto_generates_cpu_tokens(nproc, tiny_qwen3, tmp_p
     proc, passed = torchrun("transformers_tp.py", nproc, tmp_path, tiny_qwen3, 8)
     expected = ["tp_generate_matches_cpu"] + (["tp_memory_per_rank"] if nproc >= 4 else [])
     assert_all_ranks_passed(proc, passed, expected)
-    memory = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("TP_MEMORY ")]
+    results = tmp_path / f"results-transformers_tp.py-{nproc}"
+    memory = [json.loads((results / f"memory{rank}.json").read_text()) for rank in range(nproc)]
     assert len(memory) == nproc
     for m in memory:  # each rank holds about 1/nproc of the parameters (norms are replicated)
         assert m["peak_device_bytes"] <= (1 / nproc + 0.1) * m["full_param_bytes"], m

@@ -40,10 +40,12 @@ expected = cpu.generate(cpu_ids, attention_mask=torch.ones_like(cpu_ids), max_ne
 assert out.cpu().tolist() == expected.tolist(), (out.cpu().tolist(), expected.tolist())
 passed("tp_generate_matches_cpu")
 
-print("TP_MEMORY " + json.dumps({"rank": rank, "world": world, "full_param_bytes": full_bytes,
+memory = json.dumps({"rank": rank, "world": world, "full_param_bytes": full_bytes,
                                  "local_param_bytes": local_bytes, "device_allocated_bytes": device_bytes,
                                  "peak_device_bytes": peak_device_bytes,
-                                 "peak_rss_kb": peak_rss_kb}), flush=True)
+                                 "peak_rss_kb": peak_rss_kb})
+with open(os.path.join(os.environ["TPU_DIST_RESULTS"], f"memory{rank}.json"), "w") as f:
+    f.write(memory)
 if world >= 4:
     assert peak_device_bytes <= 0.35 * full_bytes, (peak_device_bytes, full_bytes)
     passed("tp_memory_per_rank")
