@@ -41,7 +41,8 @@ def report() -> str:
         f"  distinct signatures    {s['signatures']}",
         f"  compiles               {s['compiles']} ({s['compile_time_s']:.2f} s)",
         f"  executable cache hits  memory {s['memory_hits']}, disk {s['disk_hits']} "
-        f"(disk writes {s['disk_writes']}, dir {s['cache_dir'] or 'disabled'})",
+        f"(disk writes {s['disk_writes']}, damaged entries recompiled {s['disk_corrupt']}, "
+        f"dir {s['cache_dir'] or 'disabled'})",
         f"  host->device bytes     {s['host_to_device_bytes']}",
         f"  device->host bytes     {s['device_to_host_bytes']}",
         f"  CPU fallbacks          {sum(s['fallbacks'].values())}",

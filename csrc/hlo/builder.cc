@@ -57,8 +57,8 @@ std::vector<Value> Builder::emit(const std::string& name, const std::vector<Valu
   return outs;
 }
 
-void Builder::assert_false(Value failed, std::string message) {
-  assertions_.emplace_back(failed, std::move(message));
+void Builder::assert_false(Value failed, std::string message, CheckKind kind) {
+  assertions_.push_back({failed, std::move(message), kind});
 }
 
 std::string Builder::region(const std::vector<Type>& arg_types, const RegionBody& body) {

@@ -31,6 +31,16 @@ struct ArgOptions {
   std::string layout_mode;
 };
 
+// The Python exception a failed device-side check raises (PyTorch's CPU kernels raise
+// IndexError for index_select/embedding/index, RuntimeError for gather/scatter/division by zero).
+enum class CheckKind { IndexError, RuntimeError };
+
+struct Check {
+  Value failed;
+  std::string message;
+  CheckKind kind = CheckKind::IndexError;
+};
+
 class Builder {
  public:
   Builder();
@@ -57,9 +67,10 @@ class Builder {
 
   // Runtime assertion: `failed` (tensor<i1>, any shape) is true where a check fails, e.g. an
   // index out of range. Drivers return the assertions as extra results and raise `message`
-  // on the host once they have read them (devices cannot raise).
-  void assert_false(Value failed, std::string message);
-  const std::vector<std::pair<Value, std::string>>& assertions() const { return assertions_; }
+  // as the Python exception `kind` names on the host once they have read them (devices
+  // cannot raise), so the error matches PyTorch's CPU kernel for that op.
+  void assert_false(Value failed, std::string message, CheckKind kind = CheckKind::IndexError);
+  const std::vector<Check>& assertions() const { return assertions_; }
 
   // The whole module, returning `results` from @main. result_layout_modes[i], when given and
   // not empty, becomes result i's mhlo.layout_mode attribute (see ArgOptions::layout_mode).
@@ -78,7 +89,7 @@ class Builder {
   std::vector<Value> args_;
   std::vector<ArgOptions> arg_options_;
   std::vector<std::string> blocks_;  // text of the block being built, innermost last
-  std::vector<std::pair<Value, std::string>> assertions_;
+  std::vector<Check> assertions_;
 };
 
 // "array<i64: 1, 2>"

@@ -23,6 +23,27 @@ const char* mlir_name(DType t) {
   return "?";
 }
 
+const char* torch_name(DType t) {
+  switch (t) {
+    case DType::Pred: return "Bool";
+    case DType::S8: return "Char";
+    case DType::S16: return "Short";
+    case DType::S32: return "Int";
+    case DType::S64: return "Long";
+    case DType::U8: return "Byte";
+    case DType::U16: return "UInt16";
+    case DType::U32: return "UInt32";
+    case DType::U64: return "UInt64";
+    case DType::F16: return "Half";
+    case DType::BF16: return "BFloat16";
+    case DType::F32: return "Float";
+    case DType::F64: return "Double";
+    case DType::C64: return "ComplexFloat";
+    case DType::C128: return "ComplexDouble";
+  }
+  return "?";
+}
+
 int bit_width(DType t) {
   switch (t) {
     case DType::Pred: return 8;

@@ -10,6 +10,7 @@ namespace tpu::hlo {
 enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128 };
 
 const char* mlir_name(DType t);  // "i1", "f32", "ui8", "complex<f32>", ...
+const char* torch_name(DType t);  // PyTorch's C++ names in error messages: "Bool", "Float", "Long", ...
 int bit_width(DType t);
 inline bool is_complex(DType t) { return t == DType::C64 || t == DType::C128; }
 inline bool is_float(DType t) {

@@ -18,12 +18,18 @@ Value operand(Context& c, size_t i, DType dtype) {
   return cast_to(c.b, c.tensor(i), dtype, c.out().shape);
 }
 
+// A low-precision result computed in float32 is rounded once to its common dtype, and only then
+// cast to a wider out= tensor, as the CPU's TensorIterator does (bf16 inputs, float32 out=).
+Value round_to_common(Builder& b, Value r, DType common) {
+  return r.dtype() != common && opmath(common) == r.dtype() ? convert(b, r, common) : r;
+}
+
 // f(x, y) computed in the promoted type, then converted to the output type.
 Rule binary_rule(std::function<Value(Builder&, Value, Value)> f, bool compute_in_out_type = false) {
   return [f, compute_in_out_type](Context& c) {
-    DType t = opmath(compute_in_out_type ? c.out().dtype : c.compute_dtype);
-    Value r = f(c.b, operand(c, 0, t), operand(c, 1, t));
-    return std::vector<Value>{convert(c.b, r, c.out().dtype)};
+    DType common = compute_in_out_type ? c.out().dtype : c.compute_dtype;
+    Value r = f(c.b, operand(c, 0, opmath(common)), operand(c, 1, opmath(common)));
+    return std::vector<Value>{convert(c.b, round_to_common(c.b, r, common), c.out().dtype)};
   };
 }
 
@@ -33,7 +39,7 @@ void assert_nonzero_integer_divisor(Builder& b, Value y) {
   if (!is_integer(y.dtype()) || y.type.numel() == 0) return;
   std::vector<int64_t> all(y.rank());
   for (int64_t d = 0; d < y.rank(); ++d) all[d] = d;
-  b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), "EQ"), all, "or"), "ZeroDivisionError");
+  b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), "EQ"), all, "or"), "ZeroDivisionError", CheckKind::RuntimeError);
 }
 
 // x op y for remainder/fmod: the divisor is checked for integer zeros.
@@ -42,7 +48,7 @@ Rule division_rule(std::function<Value(Builder&, Value, Value)> f) {
     DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
     assert_nonzero_integer_divisor(c.b, y);
-    return std::vector<Value>{convert(c.b, f(c.b, x, y), c.out().dtype)};
+    return std::vector<Value>{convert(c.b, round_to_common(c.b, f(c.b, x, y), c.compute_dtype), c.out().dtype)};
   };
 }
 
@@ -51,20 +57,33 @@ Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
                      compute_in_out_type);
 }
 
+// Bitwise ops exist for integers and bool only (the CPU: "bitwise_and_cpu" not implemented).
+Rule bitwise_rule(const std::string& name, const std::string& op) {
+  return [name, op](Context& c) {
+    DType t = c.compute_dtype;
+    require_dtype(!is_float(t) && !is_complex(t), name, t);
+    return hlo_binary(op)(c);
+  };
+}
+
 // add/sub with alpha: x op alpha * y.
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
     DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
     if (c.has(2)) y = mul(c.b, y, operand(c, 2, t));
-    return std::vector<Value>{convert(c.b, binary(c.b, op, x, y), c.out().dtype)};
+    Value r = round_to_common(c.b, binary(c.b, op, x, y), c.compute_dtype);
+    return std::vector<Value>{convert(c.b, r, c.out().dtype)};
   };
 }
 
-// f(x) on the input converted to the output type (ints become floats for math functions).
+// f(x) on the input converted to the output type (ints become floats for math functions); a
+// floating input is the common dtype, so f computes in it even when out= is wider.
 Rule unary_rule(std::function<Value(Builder&, Value)> f) {
   return [f](Context& c) {
-    return std::vector<Value>{f(c.b, operand(c, 0, out_math(c)))};
+    DType in = c.tensor(0).dtype();
+    DType common = is_float(in) ? in : c.out().dtype;
+    return std::vector<Value>{round_to_common(c.b, f(c.b, operand(c, 0, opmath(common))), common)};
   };
 }
 Rule hlo_unary(const std::string& op) {
@@ -240,10 +259,19 @@ std::vector<Value> hardtanh_backward(Context& c) {  // (grad, self, min, max)
   return {select(c.b, inside, g, scalar_like(c.b, 0, g))};
 }
 
-std::vector<Value> lerp(Context& c) {  // self + weight * (end - self)
+// lerp(self, end, weight) with the CPU kernel's two-sided form (exact at weight 0 and 1, and
+// the same NaN for infinite endpoints): |w| < 0.5 ? self + w * (end - self)
+//                                                  : end - (end - self) * (1 - w).
+std::vector<Value> lerp(Context& c) {
   DType t = out_math(c);
   Value x = operand(c, 0, t), e = operand(c, 1, t), w = operand(c, 2, t);
-  return {add(c.b, x, mul(c.b, w, sub(c.b, e, x)))};
+  Builder& b = c.b;
+  Value diff = sub(b, e, x);
+  Value abs_w = b.emit1("stablehlo.abs", {w}, Type(real_part(w.dtype()), w.shape()));
+  Value small = compare(b, abs_w, scalar_like(b, 0.5, abs_w), "LT");
+  Value low = add(b, x, mul(b, w, diff));
+  Value high = sub(b, e, mul(b, diff, sub(b, scalar_like(b, 1, w), w)));
+  return {select(b, small, low, high)};
 }
 
 // addcmul/addcdiv: self + value * (t1 op t2)
@@ -314,7 +342,13 @@ Value atan(Builder& b, Value x) {
 
 const Registrar registrar({
     {"add.Tensor", alpha_rule("stablehlo.add")},
-    {"sub.Tensor", alpha_rule("stablehlo.subtract")},
+    {"sub.Tensor", [](Context& c) {
+       if (c.tensor(0).dtype() == DType::Pred && c.tensor(1).dtype() == DType::Pred) {
+         throw InvalidCall("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.");
+       }
+       return alpha_rule("stablehlo.subtract")(c);
+     }},
     {"mul.Tensor", hlo_binary("stablehlo.multiply")},
     {"div.Tensor", hlo_binary("stablehlo.divide", true)},
     {"div.Tensor_mode", div_mode},
@@ -328,9 +362,9 @@ const Registrar registrar({
     {"fmax", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, "stablehlo.maximum", x, y); })},
     {"fmin", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, "stablehlo.minimum", x, y); })},
     {"atan2", hlo_binary("stablehlo.atan2", true)},
-    {"bitwise_and.Tensor", hlo_binary("stablehlo.and")},
-    {"bitwise_or.Tensor", hlo_binary("stablehlo.or")},
-    {"bitwise_xor.Tensor", hlo_binary("stablehlo.xor")},
+    {"bitwise_and.Tensor", bitwise_rule("bitwise_and", "stablehlo.and")},
+    {"bitwise_or.Tensor", bitwise_rule("bitwise_or", "stablehlo.or")},
+    {"bitwise_xor.Tensor", bitwise_rule("bitwise_xor", "stablehlo.xor")},
     {"eq.Tensor", compare_rule("EQ")}, {"eq.Scalar", compare_rule("EQ")},
     {"ne.Tensor", compare_rule("NE")}, {"ne.Scalar", compare_rule("NE")},
     {"lt.Tensor", compare_rule("LT")}, {"lt.Scalar", compare_rule("LT")},
@@ -344,7 +378,10 @@ const Registrar registrar({
        Value r = unary(c.b, "stablehlo.not", cast_to(c.b, c.tensor(0), DType::Pred, c.out().shape));
        return std::vector<Value>{convert(c.b, r, c.out().dtype)};
      }},
-    {"bitwise_not", hlo_unary("stablehlo.not")},
+    {"bitwise_not", [](Context& c) {
+       require_dtype(!is_float(c.tensor(0).dtype()) && !is_complex(c.tensor(0).dtype()), "bitwise_not", c.tensor(0).dtype());
+       return hlo_unary("stablehlo.not")(c);
+     }},
     {"where.self", where},
     {"masked_fill.Scalar", masked_fill},
     {"masked_fill.Tensor", masked_fill},
@@ -364,6 +401,16 @@ const Registrar registrar({
        return std::vector<Value>{is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(c.b, "stablehlo.abs", x)};
      }},
     {"neg", hlo_unary("stablehlo.negate")},
+    // The physical conjugate (the lazy conj bit is resolved before rules run: op_call.cc).
+    {"conj_physical", [](Context& c) {
+       Value z = c.tensor(0);
+       if (!is_complex(z.dtype())) return std::vector<Value>{z};
+       Type part(z.dtype() == DType::C64 ? DType::F32 : DType::F64, z.shape());
+       Value re = c.b.emit1("stablehlo.real", {z}, part);
+       Value im = unary(c.b, "stablehlo.negate", c.b.emit1("stablehlo.imag", {z}, part));
+       return std::vector<Value>{c.b.emit1("stablehlo.complex", {re, im}, Type(z.dtype(), z.shape()))};
+     }},
+    {"_conj_physical", [](Context& c) { return find_rule("conj_physical")->operator()(c); }},
     {"sign", unary_rule(sign)},
     {"sgn", unary_rule(sign)},
     {"exp", hlo_unary("stablehlo.exponential")},

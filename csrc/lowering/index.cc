@@ -1,9 +1,11 @@
 // Indexing: index_select, gather, scatter*, index.Tensor, index_put, embedding(+backward),
 // masked_scatter.
 //
-// Negative indices wrap like PyTorch. Out-of-range indices are asserted on the device
-// (hlo::Builder::assert_false): the engine raises IndexError at the next host sync, or at the
-// op itself with TPU_LAUNCH_BLOCKING=1 - like CUDA's device-side asserts. The values computed
+// Negative indices wrap where PyTorch's CPU kernels wrap them (index, index_put); index_select,
+// gather, scatter, index_add/index_copy and embedding reject them like the CPU. Out-of-range
+// indices are asserted on the device (hlo::Builder::assert_false): the engine raises the CPU's
+// exception type (IndexError or RuntimeError) at the next host sync, or at the op itself with
+// TPU_LAUNCH_BLOCKING=1 - like CUDA's device-side asserts. The values computed
 // meanwhile follow XLA: gather clamps the index, scatter drops the update.
 //
 // Data-dependent shapes are not lowered here: a bool/byte tpu mask in index.Tensor (x[mask])
@@ -29,7 +31,8 @@ int64_t numel(const std::vector<int64_t>& s) {
 }
 
 // Asserts lo <= idx < hi for every entry (reported on the host at the next sync).
-void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size) {
+void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size,
+                     CheckKind kind = CheckKind::IndexError) {
   if (idx.type.numel() == 0) return;
   Value low = compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), "LT");
   Value high = compare(b, idx, scalar_like(b, static_cast<double>(hi), idx), "GE");
@@ -37,7 +40,14 @@ void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size
   std::vector<int64_t> all(idx.rank());
   std::iota(all.begin(), all.end(), 0);
   b.assert_false(reduce(b, bad, all, "or"),
-                 "index out of range for a dimension of size " + std::to_string(size));
+                 "index out of range for a dimension of size " + std::to_string(size), kind);
+}
+
+// Index tensor as s64, every entry asserted in [0, size) (no wrapping).
+Value checked_index(Builder& b, Value idx, int64_t size, CheckKind kind) {
+  idx = convert(b, idx, DType::S64);
+  assert_in_range(b, idx, 0, size, size, kind);
+  return idx;
 }
 
 // Index tensor as s64 with negative entries wrapped by `size` (out-of-range ones asserted).
@@ -62,7 +72,9 @@ std::vector<Value> index_select(Context& c) {
   }
   int64_t k = numel(idx.shape());
   if (numel(c.out().shape) == 0) return {zeros(c.b, c.out())};
-  idx = reshape(c.b, wrap_index(c.b, idx, x.shape()[dim]), {k, 1});
+  // The CPU kernel raises IndexError along dim 0 (or of a vector), RuntimeError along others.
+  CheckKind kind = dim == 0 || x.rank() == 1 ? CheckKind::IndexError : CheckKind::RuntimeError;
+  idx = reshape(c.b, checked_index(c.b, idx, x.shape()[dim], kind), {k, 1});
   GatherDims d;
   for (int64_t i = 0; i < x.rank(); ++i) if (i != dim) d.offset_dims.push_back(i);
   d.collapsed_slice_dims = {dim};
@@ -75,7 +87,8 @@ std::vector<Value> index_select(Context& c) {
   return {reshape(c.b, gather(c.b, x, idx, d, sizes, out), c.out().shape)};
 }
 
-// Full coordinates for gather/scatter along `dim`: shape index.shape + [rank].
+// Full coordinates for gather/scatter along `dim`: shape index.shape + [rank]. Entries outside
+// [0, size) raise RuntimeError, as on the CPU.
 Value dim_coordinates(Builder& b, Value idx, int64_t dim, int64_t size) {
   std::vector<int64_t> shape = idx.shape();
   std::vector<int64_t> col = shape;
@@ -83,7 +96,7 @@ Value dim_coordinates(Builder& b, Value idx, int64_t dim, int64_t size) {
   std::vector<Value> parts;
   Type it(DType::S64, shape);
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    Value v = d == dim ? wrap_index(b, idx, size) : iota(b, it, d);
+    Value v = d == dim ? checked_index(b, idx, size, CheckKind::RuntimeError) : iota(b, it, d);
     parts.push_back(reshape(b, v, col));
   }
   return concatenate(b, parts, static_cast<int64_t>(shape.size()));
@@ -360,6 +373,10 @@ std::vector<Value> index_put(Context& c) {
   std::vector<int64_t> rperm = result_perm(a);
   std::vector<int64_t> rshape;
   for (int64_t p : rperm) rshape.push_back(gshape[p]);
+  if (!broadcastable(values.shape(), rshape)) {
+    throw InvalidCall("shape mismatch: value tensor of shape " + shape_str(values.shape()) +
+                      " cannot be broadcast to indexing result of shape " + shape_str(rshape));
+  }
   if (numel(rshape) == 0) return {x};
   Value upd = broadcast_to(b, values, rshape);
   upd = transpose(b, upd, inverse(rperm));
@@ -447,8 +464,12 @@ std::vector<Value> masked_scatter(Context& c) {
   Value src = convert(b, c.tensor(2), out.dtype);
   int64_t n = numel(out.shape), ns = numel(src.shape());
   if (n == 0) return {x};
-  if (ns == 0) return {x};  // nothing can be taken (PyTorch would raise if a mask bit is set)
   Value m = convert(b, reshape(b, mask, {n}), DType::S64);
+  // More set mask bits than source elements: the CPU raises RuntimeError.
+  Value count = reduce(b, m, {0}, "add");
+  b.assert_false(compare(b, count, constant(b, static_cast<double>(ns), DType::S64, {}), "GT"),
+                 "Number of elements of source < number of ones in mask", CheckKind::RuntimeError);
+  if (ns == 0) return {x};
   // Inclusive prefix sum via a reduce_window, minus one: the source position of each element.
   Value csum = reduce_window(b, m, "add", {n}, {1}, {{n - 1, 0}});
   Value pos = sub(b, csum, constant(b, 1, DType::S64, {n}));
@@ -480,7 +501,9 @@ Rule index_along_dim(const std::string& combine) {
     Value src = reshape(b, convert(b, c.tensor(3), out.dtype), src_shape);
     if (combine == "add" && c.has(4)) src = mul(b, src, cast_to(b, c.tensor(4), out.dtype, src_shape));
     idx = reshape(b, idx, {n});
-    assert_in_range(b, idx, 0, x.shape()[dim], x.shape()[dim]);
+    // The CPU raises RuntimeError for index_add, IndexError for index_copy.
+    assert_in_range(b, idx, 0, x.shape()[dim], x.shape()[dim],
+                    combine == "add" ? CheckKind::RuntimeError : CheckKind::IndexError);
     // The source keeps its layout: its dim `dim` is the scatter dim, the others are the window
     // (no transposes of a KV cache around the write).
     ScatterDims d;

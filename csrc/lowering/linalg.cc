@@ -1,4 +1,4 @@
-// Matrix products: mm, bmm, addmm, baddbmm, addmv, mv, addr, dot, vdot.
+// Matrix products: mm, bmm, addmm, baddbmm, addmv, mv, addr, dot, vdot (real and complex).
 //
 // matmul, linear, outer, einsum and tensordot are CompositeImplicitAutograd: they decompose to
 // these ops (and views) before reaching the backend.
@@ -17,10 +17,6 @@ using namespace hlo;
 
 Value as(Context& c, size_t i, DType t) { return convert(c.b, c.tensor(i), t); }
 
-void check_not_complex(DType t, const char* op) {
-  if (is_complex(t)) throw NotLowerable(std::string(op) + ": complex operands are not lowered");
-}
-
 // beta * self + alpha * product, with PyTorch's rule that beta == 0 ignores self entirely
 // (NaN/Inf in self must not propagate) and alpha == 1 / beta == 1 being exact.
 // Low-precision floats are combined in float32 and rounded once (opmath).
@@ -29,6 +25,10 @@ Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t
   const Type out(opmath(c.out().dtype), c.out().shape);
   DType t = out.dtype;
   product = convert(b, product, t);
+  if (!broadcastable(c.tensor(self_i).shape(), out.shape)) {
+    throw InvalidCall("self of shape " + shape_str(c.tensor(self_i).shape()) +
+                      " cannot be broadcast to the product's shape " + shape_str(out.shape));
+  }
   Value self = cast_to(b, c.tensor(self_i), t, out.shape);
   if (c.has(alpha_i)) product = mul(b, product, cast_to(b, c.tensor(alpha_i), t, out.shape));
   if (!c.has(beta_i)) return add(b, self, product);
@@ -67,7 +67,6 @@ using Product = Value (*)(Context&, size_t, size_t, DType);
 Rule product_rule(Product product, const char* name) {
   return [product, name](Context& c) {
     DType t = c.out().dtype;
-    check_not_complex(t, name);
     return std::vector<Value>{finish(c.b, product(c, 0, 1, product_dtype(t)), t)};
   };
 }
@@ -76,7 +75,6 @@ Rule product_rule(Product product, const char* name) {
 Rule scaled_product_rule(Product product, const char* name) {
   return [product, name](Context& c) {
     DType t = c.out().dtype;
-    check_not_complex(t, name);
     Value p = finish(c.b, product(c, 1, 2, product_dtype(t)), t);
     return std::vector<Value>{scaled_sum(c, p, 0, 3, 4)};
   };
@@ -85,7 +83,6 @@ Rule scaled_product_rule(Product product, const char* name) {
 // addr(self, vec1, vec2, *, beta=1, alpha=1): beta * self + alpha * outer(vec1, vec2).
 std::vector<Value> addr(Context& c) {
   DType t = opmath(c.out().dtype);
-  check_not_complex(t, "addr");
   const auto& shape = c.out().shape;
   Value u = broadcast_in_dim(c.b, as(c, 1, t), shape, {0});
   Value v = broadcast_in_dim(c.b, as(c, 2, t), shape, {1});
@@ -93,10 +90,15 @@ std::vector<Value> addr(Context& c) {
   return {scaled_sum(c, p, 0, 3, 4)};
 }
 
-std::vector<Value> dot(Context& c) {
+// dot(x, y) = sum(x * y); vdot(x, y) = sum(conj(x) * y).
+std::vector<Value> dot_or_vdot(Context& c, bool conjugate_first) {
   DType t = c.out().dtype;
-  check_not_complex(t, "dot");
   Value x = as(c, 0, product_dtype(t)), y = as(c, 1, product_dtype(t));
+  if (conjugate_first && is_complex(t)) {
+    Type part(t == DType::C64 ? DType::F32 : DType::F64, x.shape());
+    Value im = c.b.emit1("stablehlo.negate", {c.b.emit1("stablehlo.imag", {x}, part)}, part);
+    x = c.b.emit1("stablehlo.complex", {c.b.emit1("stablehlo.real", {x}, part), im}, x.type);
+  }
   if (x.rank() != 1 || y.rank() != 1) {
     throw std::invalid_argument("1D tensors expected, but got " + std::to_string(x.rank()) +
                                 "D and " + std::to_string(y.rank()) + "D tensors");
@@ -227,8 +229,8 @@ const Registrar registrar({
     {"baddbmm", scaled_product_rule(bmm_product, "baddbmm")},
     {"addmv", scaled_product_rule(mv_product, "addmv")},
     {"addr", addr},
-    {"dot", dot},
-    {"vdot", dot},  // real operands only (conj is the identity); complex ones fall back
+    {"dot", [](Context& c) { return dot_or_vdot(c, false); }},
+    {"vdot", [](Context& c) { return dot_or_vdot(c, true); }},
 });
 
 }  // namespace

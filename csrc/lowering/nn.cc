@@ -19,12 +19,10 @@ Value reduce_keep(Builder& b, Value x, int64_t dim, const std::string& kind) {
   return broadcast_in_dim(b, r, x.shape(), dims);
 }
 
-// Softmax pieces: x - max (with an all -inf row shifted by 0) and the sum of exponentials.
+// Softmax pieces: x - max and the sum of exponentials. A row whose max is +inf or -inf gives
+// NaN everywhere, as on the CPU (inf - inf); fully masked attention rows are _safe_softmax's job.
 std::pair<Value, Value> shifted(Builder& b, Value x, int64_t dim) {
   Value m = reduce_keep(b, x, dim, "max");
-  Value finite = compare(b, unary(b, "stablehlo.abs", m),
-                         scalar_like(b, std::numeric_limits<double>::infinity(), m), "NE");
-  m = select(b, finite, m, scalar_like(b, 0, m));
   Value s = sub(b, x, m);
   return {s, reduce_keep(b, unary(b, "stablehlo.exponential", s), dim, "add")};
 }
@@ -32,6 +30,7 @@ std::pair<Value, Value> shifted(Builder& b, Value x, int64_t dim) {
 Rule softmax_rule(bool log) {
   return [log](Context& c) {
     Value x = c.tensor(0);
+    require_dtype(is_float(x.dtype()), log ? "log_softmax" : "softmax", x.dtype());
     DType out = c.out().dtype;
     DType acc = opmath(out);
     x = convert(c.b, x, acc);
@@ -97,8 +96,16 @@ NllParts nll_parts(Context& c, Value x, Value target, bool has_weight, size_t we
   } else {
     w = constant(b, 1, acc, t.shape());
   }
-  (void)C;
   Value keep = compare(b, t, constant(b, static_cast<double>(ignore_index), DType::S64, t.shape()), "NE");
+  // A target outside [0, C) that is not ignore_index: the CPU raises IndexError.
+  if (t.type.numel() > 0) {
+    Value low = compare(b, t, constant(b, 0, DType::S64, t.shape()), "LT");
+    Value high = compare(b, t, constant(b, static_cast<double>(C), DType::S64, t.shape()), "GE");
+    Value bad = binary(b, "stablehlo.and", keep, binary(b, "stablehlo.or", low, high));
+    std::vector<int64_t> all(t.rank());
+    for (int64_t i = 0; i < t.rank(); ++i) all[i] = i;
+    b.assert_false(reduce(b, bad, all, "or"), "Target is out of bounds (classes: " + std::to_string(C) + ")");
+  }
   w = select(b, keep, w, zeros(b, w.type));
   return {onehot, w};
 }

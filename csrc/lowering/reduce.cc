@@ -141,7 +141,7 @@ Rule extreme_dim_rule(const std::string& kind) {
 Rule arg_extreme_rule(const std::string& kind) {
   return [kind](Context& c) {
     Value x = c.tensor(0);
-    if (x.dtype() == DType::Pred) x = convert(c.b, x, DType::U8);
+    if (x.dtype() == DType::Pred) throw InvalidCall("arg" + kind + "(): does not support bool input");
     if (!c.has(1)) {
       if (x.type.numel() == 0) throw std::invalid_argument("Expected reduction dim to be specified for input.numel() == 0.");
       Value flat = reshape(c.b, x, {x.type.numel()});
@@ -197,6 +197,9 @@ std::pair<Value, Value> var_mean_impl(Context& c, Value x, const std::vector<int
 Rule var_rule(bool take_sqrt, bool with_mean) {
   return [take_sqrt, with_mean](Context& c) {
     Value x = c.tensor(0);
+    if (!is_float(x.dtype()) && !is_complex(x.dtype())) {
+      throw InvalidCall("std and var only support floating point and complex dtypes");
+    }
     std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
     bool keepdim = c.has(3) && c.bool_arg(3);
     (void)keepdim;

@@ -36,6 +36,10 @@ void register_graph_rule(const std::string& op_name, Rule rule) {
 
 bool is_graph_only_rule(const std::string& op_name) { return graph_only().count(op_name) > 0; }
 
+void require_dtype(bool supported, const std::string& op, DType t) {
+  if (!supported) throw InvalidCall("\"" + op + "\" not implemented for '" + hlo::torch_name(t) + "'", true);
+}
+
 const Rule* find_rule(const std::string& op_name) {
   auto it = table().find(op_name);
   return it == table().end() ? nullptr : &it->second;
@@ -84,6 +88,21 @@ std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
   for (int64_t d : dims) out.push_back(wrap_dim(d, rank));
   std::sort(out.begin(), out.end());
   return out;
+}
+
+bool broadcastable(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    int64_t f = from[from.size() - 1 - i], t = to[to.size() - 1 - i];
+    if (f != t && f != 1) return false;
+  }
+  return true;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 Value cast_to(Builder& b, Value x, DType dtype, const std::vector<int64_t>& shape) {

@@ -44,6 +44,19 @@ class NotLowerable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A call PyTorch's CPU kernel rejects (argmax of bool, var of ints, ...): the drivers raise it as
+// RuntimeError, or NotImplementedError when `not_implemented` (CPU: "... not implemented for
+// 'Float'"), naming the op.
+class InvalidCall : public std::runtime_error {
+ public:
+  explicit InvalidCall(const std::string& message, bool not_implemented = false)
+      : std::runtime_error(message), not_implemented(not_implemented) {}
+  bool not_implemented;
+};
+
+// Rejects dtypes a CPU kernel has no implementation for: "<op>" not implemented for '<dtype>'.
+void require_dtype(bool supported, const std::string& op, DType t);
+
 struct Context {
   Builder& b;
   std::vector<Arg> args;
@@ -95,5 +108,8 @@ int64_t wrap_dim(int64_t dim, int64_t rank);
 std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank);
 // Converts to `dtype` and broadcasts to `shape` (NumPy rules).
 Value cast_to(Builder& b, Value x, DType dtype, const std::vector<int64_t>& shape);
+// Whether `from` broadcasts to `to` (NumPy rules, `to` fixed).
+bool broadcastable(const std::vector<int64_t>& from, const std::vector<int64_t>& to);
+std::string shape_str(const std::vector<int64_t>& shape);  // "[2, 3]", as PyTorch prints sizes
 
 }  // namespace tpu::lowering

@@ -131,9 +131,9 @@ Module Program::finish() {
     values.push_back(v);
     m.results.push_back({Result::Kind::Storage, s.slot.binding, s.written_dtype, s.slot.layout, ""});
   }
-  for (const auto& [failed, message] : b_.assertions()) {
-    values.push_back(hlo::reshape(b_, failed, {}));
-    m.results.push_back({Result::Kind::Assertion, 0, DType::Pred, Layout{{}}, label_ + ": " + message});
+  for (const hlo::Check& check : b_.assertions()) {
+    values.push_back(hlo::reshape(b_, check.failed, {}));
+    m.results.push_back({Result::Kind::Assertion, 0, DType::Pred, Layout{{}}, label_ + ": " + check.message, check.kind});
   }
   m.text = b_.module(values);
   m.params = params_;

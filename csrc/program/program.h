@@ -47,6 +47,7 @@ struct Result {
   DType dtype = DType::F32;
   Layout layout;         // shape of the result buffer
   std::string message;   // Assertion: raised when the flag is true
+  hlo::CheckKind check_kind = hlo::CheckKind::IndexError;  // Assertion: the exception raised
 };
 
 struct Module {

@@ -82,6 +82,7 @@ PYBIND11_MODULE(_C, m) {
     d["memory_hits"] = mt.memory_cache_hits.load();
     d["disk_hits"] = mt.disk_cache_hits.load();
     d["disk_writes"] = mt.disk_cache_writes.load();
+    d["disk_corrupt"] = mt.disk_cache_corrupt.load();
     d["signatures"] = plan_cache_size();
     d["host_to_device_bytes"] = mt.host_to_device_bytes.load();
     d["device_to_host_bytes"] = mt.device_to_host_bytes.load();
@@ -89,6 +90,7 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_fallback_counts", &fallback_counts);
+  m.def("_fallback_counts_since_start", &fallback_counts_since_start);
   m.def("_op_counts", &plan_run_counts);
   m.def("_rules_used", &rules_used);
   m.def("_recompile_reasons", &recompile_reasons);
@@ -103,6 +105,11 @@ PYBIND11_MODULE(_C, m) {
   // The disk-cache file that holds `key` (bytes: fingerprint, options, module) under `dir`.
   m.def("_cache_file", [](const std::string& dir, const py::bytes& key) {
     return cache_file(dir, std::string(key));
+  });
+  // Whether `file` is an intact disk-cache entry for `key` (the checks made before deserializing).
+  m.def("_cache_entry_valid", [](const std::string& file, const py::bytes& key) {
+    std::string bytes;
+    return read_entry(file, std::string(key), &bytes) == EntryRead::Valid;
   });
   m.def("_clear_executable_caches", []() {
     clear_plan_cache();

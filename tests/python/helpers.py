@@ -7,7 +7,8 @@ DEV = "tpu"
 
 
 def fallbacks():
-    return dict(torch_tpu.metrics.counters()["fallbacks"])
+    """CPU fallbacks so far in this process (not cleared by torch_tpu.metrics.reset())."""
+    return dict(torch_tpu._C._fallback_counts_since_start())
 
 
 def close(a, b, dtype=None, **kw):

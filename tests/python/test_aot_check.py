@@ -82,10 +82,12 @@ def read_entries(directory, fingerprint):
     """{options + module: (file name, key)} of the cache entries written with `fingerprint`."""
     entries = {}
     for f in sorted((directory / "executables").glob("*.bin")):
-        data = f.read_bytes()
-        (size,) = struct.unpack("<Q", data[:8])
-        key = data[8:8 + size]
-        assert len(data) > 8 + size, f  # an executable follows the key
+        data = f.read_bytes()  # [magic][u64 key size][key][u64 payload size][u64 checksum][payload]
+        assert data[:8] == b"TPUXE002", f
+        (size,) = struct.unpack("<Q", data[8:16])
+        key = data[16:16 + size]
+        (payload,) = struct.unpack("<Q", data[16 + size:24 + size])
+        assert payload > 0 and len(data) == 32 + size + payload, f  # an executable follows the key
         if key.startswith(fingerprint + b"\n"):
             entries[key[len(fingerprint) + 1:]] = (f.name, key)
     return entries

@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+from helpers import check
+
 FLOATS = [torch.float32, torch.bfloat16]
 INTS = [torch.int32, torch.int64, torch.uint8, torch.int8, torch.int16]
 
@@ -205,3 +207,28 @@ def test_integer_division_by_zero_raises_like_cpu(op, dtype):
         op(a.to("tpu"), b.to("tpu")).cpu()  # reported at the next host sync, like CUDA's asserts
     ok = torch.tensor([2, 3, 1], dtype=dtype)  # nonzero divisors: no error, CPU's values
     torch.testing.assert_close(torch.remainder(a.to("tpu"), ok.to("tpu")).cpu(), torch.remainder(a, ok))
+
+
+def test_lerp_with_infinite_endpoints_gives_the_cpu_nan():
+    """The CPU's two-sided lerp: inf - inf inside either branch is NaN; weight 0/1 stay exact."""
+    inf = float("inf")
+    start = torch.tensor([inf, 1.0, 1.0, -inf, 2.0, 3.0, 1e30])
+    end = torch.tensor([inf, -inf, inf, 5.0, 4.0, float("nan"), -1e30])
+    for w in (0.0, 0.25, 0.5, 0.75, 1.0, -0.5, 1.5):
+        check(lambda a, b: torch.lerp(a, b, w), start, end)
+    weight = torch.tensor([0.3, 0.7, float("nan"), inf, 0.0, 1.0, 0.5])
+    check(torch.lerp, start, end, weight)
+    z = torch.randn(5, dtype=torch.complex64)
+    check(torch.lerp, z, z.flip(0), torch.rand(5, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_out_of_a_wider_dtype_rounds_to_the_inputs_dtype_first(dtype):
+    """bf16 inputs, float32 out=: the CPU computes in bf16 (float32 internally, rounded once) and
+    then casts; the device must not keep float32 precision."""
+    a, b = torch.randn(257).to(dtype), torch.randn(257).to(dtype)
+    for f in (lambda x, y, out: torch.add(x, y, out=out), lambda x, y, out: torch.mul(x, y, out=out),
+              lambda x, y, out: torch.exp(x, out=out), lambda x, y, out: torch.sigmoid(y, out=out)):
+        expected = f(a, b, torch.empty(257))
+        actual = f(a.to("tpu"), b.to("tpu"), torch.empty(257, device="tpu"))
+        torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)

@@ -184,3 +184,17 @@ def test_functional_batch_norm_matches_cpu(training, no_fallbacks):
     ns = torch.ops.aten._native_batch_norm_legit.no_stats
     for g, r in zip(ns(x.to("tpu"), w.to("tpu"), None, True, 0.1, 1e-5), ns(x, w, None, True, 0.1, 1e-5)):
         torch.testing.assert_close(g.cpu(), r, rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_rows_with_infinities_match_the_cpu():
+    """A row whose max is +inf (or all -inf) is NaN on the CPU (inf - inf); softmax must not turn
+    it into finite values. Masked attention rows go through _safe_softmax, which keeps zeros."""
+    inf = float("inf")
+    x = torch.tensor([[inf, 1.0, 2.0], [-inf, -inf, -inf], [1.0, 2.0, -inf], [inf, inf, 0.0], [-inf, 0.0, inf]])
+    check(lambda v: torch.softmax(v, 1), x)
+    check(lambda v: F.log_softmax(v, 1), x)
+    check(lambda v: F.log_softmax(v, 0), x)
+    mask = torch.tensor([[[False, False, False], [True, True, False]]])
+    q = torch.randn(1, 2, 4)
+    k = torch.randn(1, 3, 4)
+    check(lambda a, b, m: F.scaled_dot_product_attention(a, b, b, attn_mask=m), q, k, mask)

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -48,20 +49,39 @@ void make_dirs(const std::string& path) {
   }
 }
 
-bool read_entry(const std::string& file, const std::string& key, std::string* bytes) {
+// Entry layout: [magic][u64 key size][key][u64 payload size][u64 FNV-1a of payload][payload].
+// Every FNV-1a step is a bijection of the running hash, so any single-byte change of the
+// payload changes the checksum: a flipped byte is always detected, never deserialized.
+constexpr char kEntryMagic[8] = {'T', 'P', 'U', 'X', 'E', '0', '0', '2'};
+
+bool read_u64(std::istream& in, uint64_t* v) {
+  in.read(reinterpret_cast<char*>(v), sizeof(*v));
+  return static_cast<bool>(in);
+}
+
+}  // namespace
+
+EntryRead read_entry(const std::string& file, const std::string& key, std::string* bytes) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) return false;
-  uint64_t key_size = 0;
-  in.read(reinterpret_cast<char*>(&key_size), sizeof(key_size));
-  if (!in || key_size != key.size()) return false;
+  if (!in) return EntryRead::Missing;
+  char magic[sizeof(kEntryMagic)];
+  in.read(magic, sizeof(magic));
+  if (!in || std::memcmp(magic, kEntryMagic, sizeof(magic)) != 0) return EntryRead::Corrupt;
+  uint64_t key_size = 0, payload_size = 0, checksum = 0;
+  if (!read_u64(in, &key_size) || key_size != key.size()) return EntryRead::Corrupt;
   std::string stored(key_size, '\0');
   in.read(stored.data(), static_cast<std::streamsize>(key_size));
-  if (!in || stored != key) return false;
+  // A different key under this file name: a flipped key byte (or a 128-bit hash collision).
+  if (!in || stored != key) return EntryRead::Corrupt;
+  if (!read_u64(in, &payload_size) || !read_u64(in, &checksum) || payload_size == 0) return EntryRead::Corrupt;
   std::ostringstream rest;
   rest << in.rdbuf();
   *bytes = rest.str();
-  return !bytes->empty();
+  if (bytes->size() != payload_size || fnv1a(*bytes, 0) != checksum) return EntryRead::Corrupt;
+  return EntryRead::Valid;
 }
+
+namespace {
 
 std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& module_text,
                                                         const pjrt::CompileOptions& options);
@@ -83,9 +103,11 @@ bool write_cache_entry(const std::string& dir, const std::string& key, const std
   std::string tmp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary);
-    uint64_t key_size = key.size();
-    out.write(reinterpret_cast<const char*>(&key_size), sizeof(key_size));
+    uint64_t header[3] = {key.size(), bytes.size(), fnv1a(bytes, 0)};
+    out.write(kEntryMagic, sizeof(kEntryMagic));
+    out.write(reinterpret_cast<const char*>(&header[0]), sizeof(uint64_t));
     out.write(key.data(), static_cast<std::streamsize>(key.size()));
+    out.write(reinterpret_cast<const char*>(&header[1]), 2 * sizeof(uint64_t));
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) {
       std::remove(tmp.c_str());
@@ -138,12 +160,14 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
   std::string dir = cache_directory();
   std::string file = dir.empty() ? "" : cache_file(dir, key);
   std::string bytes;
-  if (!file.empty() && read_entry(file, key, &bytes)) {
+  EntryRead entry = file.empty() ? EntryRead::Missing : read_entry(file, key, &bytes);
+  if (entry == EntryRead::Corrupt) metrics().disk_cache_corrupt++;  // recompiled and overwritten
+  if (entry == EntryRead::Valid) {
     try {
       exe = rt.client().deserialize(bytes);
       metrics().disk_cache_hits++;
     } catch (const std::exception&) {
-      exe.reset();  // stale or foreign entry: recompile and overwrite it
+      exe.reset();  // an entry of another plugin build: recompile and overwrite it
     }
   }
   if (!exe) {

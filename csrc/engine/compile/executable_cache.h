@@ -30,12 +30,16 @@ void set_compile_observer(CompileObserver observer);  // nullptr: none (the defa
 
 // The disk-cache key scheme, shared by the engine and the AOT cache writer:
 // key = fingerprint + "\n" + encoded compile options + "\n" + module text; the file is
-// <dir>/executables/<128-bit hash of key>.bin holding [u64 key size][key][executable bytes].
+// <dir>/executables/<128-bit hash of key>.bin holding [magic][u64 key size][key][u64 payload
+// size][u64 checksum][executable bytes]. An entry that fails any check is recompiled (counted as
+// `disk_corrupt`), never deserialized.
 std::string cache_key(const std::string& fingerprint, const pjrt::CompileOptions& options,
                       const std::string& module_text);
 std::string cache_file(const std::string& dir, const std::string& key);
 // Atomic write (temporary file + rename); throws nothing, returns false on failure.
 bool write_cache_entry(const std::string& dir, const std::string& key, const std::string& bytes);
+enum class EntryRead { Missing, Corrupt, Valid };
+EntryRead read_entry(const std::string& file, const std::string& key, std::string* bytes);
 void clear_memory_cache();
 
 }  // namespace tpu::engine

@@ -6,6 +6,7 @@ namespace tpu::engine {
 namespace {
 std::mutex g_mu;
 std::map<std::string, int64_t> g_fallbacks;
+std::map<std::string, int64_t> g_fallbacks_since_start;  // never reset (tests compare it)
 std::map<std::string, int64_t> g_ops;
 std::map<std::string, int64_t> g_recompiles;
 }  // namespace
@@ -18,6 +19,7 @@ Metrics& metrics() {
 void count_fallback(const std::string& op) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_fallbacks[op];
+  ++g_fallbacks_since_start[op];
 }
 
 void count_op(const std::string& op) {
@@ -40,6 +42,11 @@ std::map<std::string, int64_t> fallback_counts() {
   return g_fallbacks;
 }
 
+std::map<std::string, int64_t> fallback_counts_since_start() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_fallbacks_since_start;
+}
+
 std::map<std::string, int64_t> op_counts() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_ops;
@@ -48,7 +55,7 @@ std::map<std::string, int64_t> op_counts() {
 void reset_metrics() {
   Metrics& m = metrics();
   m.ops_run = 0; m.compiles = 0; m.compile_time_us = 0; m.memory_cache_hits = 0;
-  m.disk_cache_hits = 0; m.disk_cache_writes = 0; m.host_to_device_bytes = 0;
+  m.disk_cache_hits = 0; m.disk_cache_writes = 0; m.disk_cache_corrupt = 0; m.host_to_device_bytes = 0;
   m.device_to_host_bytes = 0;
   m.aot_ops_run = 0; m.aot_ops_estimated = 0; m.aot_estimated_ps = 0; m.aot_roofline_ps = 0;
   m.aot_flops = 0; m.aot_bytes = 0;

@@ -15,6 +15,7 @@ struct Metrics {
   std::atomic<int64_t> memory_cache_hits{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_writes{0};
+  std::atomic<int64_t> disk_cache_corrupt{0};  // entries that failed their checks: recompiled
   std::atomic<int64_t> host_to_device_bytes{0};
   std::atomic<int64_t> device_to_host_bytes{0};
   // AOT check (engine/aot_check.h): executed ops and libtpu's estimates of their modules.
@@ -30,6 +31,9 @@ Metrics& metrics();
 void count_fallback(const std::string& op);
 void count_op(const std::string& op);
 std::map<std::string, int64_t> fallback_counts();
+// The same, counted since the process started: reset_metrics() leaves it alone, so a test that
+// resets the metrics cannot hide a fallback from a fixture that compares before and after.
+std::map<std::string, int64_t> fallback_counts_since_start();
 std::map<std::string, int64_t> op_counts();
 // A compile of an op that already had an executable, and which part of the call changed
 // ("add.Tensor: argument 1 (other): shape [2, 8] -> [2, 9] (dim 1)").

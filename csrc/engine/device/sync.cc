@@ -11,36 +11,34 @@ namespace tpu::engine {
 namespace {
 std::mutex g_mu;
 std::map<int, std::shared_ptr<pjrt::Event>> g_newest;
-std::vector<std::pair<std::shared_ptr<pjrt::Buffer>, std::string>> g_checks;
+
+struct PendingCheck {
+  std::shared_ptr<pjrt::Buffer> flag;
+  std::string message;
+  hlo::CheckKind kind;
+};
+thread_local std::vector<PendingCheck> t_checks;  // this thread's unread flags
 }  // namespace
 
 // A program that never reads back would accumulate flags forever: past this many, read them.
 constexpr size_t kMaxPendingChecks = 1024;
 
-void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message) {
-  size_t pending;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_checks.emplace_back(std::move(failed_flag), std::move(message));
-    pending = g_checks.size();
-  }
-  if (pending > kMaxPendingChecks) raise_failed_checks();
+void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message, hlo::CheckKind kind) {
+  t_checks.push_back({std::move(failed_flag), std::move(message), kind});
+  if (t_checks.size() > kMaxPendingChecks) raise_failed_checks();
 }
 
 void raise_failed_checks() {
-  std::vector<std::pair<std::shared_ptr<pjrt::Buffer>, std::string>> checks;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    checks.swap(g_checks);
-  }
-  for (const auto& [flag, message] : checks) {
+  std::vector<PendingCheck> checks;
+  checks.swap(t_checks);
+  for (const PendingCheck& check : checks) {
     uint8_t failed = 0;
-    flag->to_host(&failed, 1);
-    // Integer division by zero raises PyTorch's CPU error (a RuntimeError); the rest are indices.
-    TORCH_CHECK(!failed || message.find("ZeroDivisionError") == std::string::npos, message,
-                " (detected on the device; reported at the next host sync)");
-    TORCH_CHECK_INDEX(!failed, message, " (detected on the device; reported at the next host "
-                      "sync - run with TPU_LAUNCH_BLOCKING=1 to stop at the op)");
+    check.flag->to_host(&failed, 1);
+    if (!failed) continue;
+    const char* where = " (detected on the device; reported at the next host sync - run with "
+                        "TPU_LAUNCH_BLOCKING=1 to stop at the op)";
+    if (check.kind == hlo::CheckKind::RuntimeError) TORCH_CHECK(false, check.message, where);
+    TORCH_CHECK_INDEX(false, check.message, where);
   }
 }
 

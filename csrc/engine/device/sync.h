@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "hlo/builder.h"
 #include "pjrt/buffer.h"
 #include "pjrt/event.h"
 
@@ -15,8 +16,10 @@ void note_pending(int device, std::shared_ptr<pjrt::Event> done);
 void synchronize_device(int device);
 void synchronize_all();
 // Device-side assertions (index out of range...): a flag computed by an op, checked at the
-// next host sync. raise_failed_checks() reads every pending flag and throws the first failure.
-void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message);
+// next host sync of the same thread (errors surface in the thread that launched the op, not in
+// another thread's unrelated sync). raise_failed_checks() reads every pending flag of this
+// thread and throws the first failure as the exception `kind` names.
+void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message, hlo::CheckKind kind);
 void raise_failed_checks();
 
 // TPU_LAUNCH_BLOCKING=1: wait after every op so errors surface at the op that caused them.

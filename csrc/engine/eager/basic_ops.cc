@@ -18,6 +18,7 @@
 #include "engine/eager/boxed_kernel.h"
 #include "engine/device/dtypes.h"
 #include "engine/eager/fallback.h"
+#include "engine/eager/math_bits.h"
 #include "engine/compile/metrics.h"
 #include "engine/device/runtime.h"
 #include "engine/device/storage.h"
@@ -51,8 +52,15 @@ bool covers_storage(const at::Tensor& t) {
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
-// Device -> host: the tensor's elements, contiguous, in a new CPU tensor.
+// Device -> host: the tensor's elements, contiguous, in a new CPU tensor (with src's conj/neg
+// bits, so CPU copies and ops read its values).
 at::Tensor to_cpu(const at::Tensor& src) {
+  if (has_math_bits(src)) {
+    at::Tensor out = to_cpu(stored_elements(src));
+    out._set_conj(src.is_conj());
+    out._set_neg(src.is_neg());
+    return out;
+  }
   raise_failed_checks();
   at::Tensor dense = covers_storage(src) ? src : src.contiguous();
   if (!covers_storage(dense)) dense = dense.clone();  // e.g. a contiguous slice of a bigger storage
@@ -90,10 +98,12 @@ at::Tensor to_device(const at::Tensor& src, int device) {
                      host.scalar_type(), device);
 }
 
-// Device -> device on one device: the `copy_` lowering writes src into dst's view.
+// Device -> device on one device: the `copy_` lowering writes src into dst's view. Conj/neg
+// bits: dst's stored elements become src's values under dst's bits (math_bits.h).
 void device_copy(const at::Tensor& dst, const at::Tensor& src) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
-  torch::jit::Stack stack{dst, src, false};
+  bool bits = has_math_bits(dst) || has_math_bits(src);
+  torch::jit::Stack stack{bits ? stored_elements(dst) : dst, bits ? elements_for(dst, src) : src, false};
   run_op(op, &stack);
 }
 
@@ -102,7 +112,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   if (dst.numel() == 0) return dst;
   if (!self.is_privateuseone()) {  // host -> device
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from ", self.device(), " to ", dst.device());
-    at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes());
+    if (has_math_bits(host) || has_math_bits(dst)) {
+      host = elements_for(dst, host.resolve_conj().resolve_neg());  // on the CPU
+      device_copy(stored_elements(dst), to_device(host.contiguous(), dst.device().index()));
+      return dst;
+    }
+    host = host.contiguous();
     if (covers_storage(dst)) {
       StorageBuffer& s = storage_buffer(dst);
       hlo::DType dtype = to_hlo(dst.scalar_type(), "copy_");
@@ -119,6 +135,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
     return dst;
   }
   if (self.device() != dst.device()) {  // device -> other device
+    if (has_math_bits(self)) {  // move the values; the copy on dst's device applies dst's bits
+      return copy_from(at::empty_like(stored_elements(self)).copy_(self), dst, false);
+    }
     at::Tensor dense = covers_storage(self) ? self : self.contiguous().clone();
     StorageBuffer& s = storage_buffer(dense);
     auto moved = read_buffer(s, to_hlo(dense.scalar_type()))
@@ -189,7 +208,7 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   const at::Tensor dst = (*stack)[stack->size() - 3].toTensor();
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
   bool same_device = src.device() == dst.device() || (src.device().is_cpu() && src.dim() == 0);
-  if (same_device) {
+  if (same_device && !has_math_bits(src) && !has_math_bits(dst)) {
     run_op(op, stack);
     return;
   }

@@ -10,6 +10,7 @@
 #include "engine/compile/metrics.h"
 #include "engine/eager/fallback.h"
 #include "engine/eager/launch.h"
+#include "engine/eager/math_bits.h"
 #include "engine/eager/op_adapters.h"
 #include "engine/eager/op_call.h"
 #include "engine/eager/plan.h"
@@ -53,6 +54,14 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   } catch (const lowering::NotLowerable&) {
     cpu_fallback(op, stack);
     return;
+  } catch (const MathBitsSet&) {
+    // mm/dot/... (PyTorch lets conj views through to backends) or a conj/neg CPU scalar.
+    if (resolve_math_bit_arguments(op, stack, num_args)) {
+      boxed_kernel(op, ks, stack);
+    } else {
+      cpu_fallback(op, stack);  // an in-place op through a conj/neg view: rare; the CPU applies the bits
+    }
+    return;
   }
   std::shared_ptr<Plan> plan = cached_plan(call.key);
   if (!plan) {
@@ -77,6 +86,9 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     } catch (const lowering::NotLowerable&) {
       cpu_fallback(op, stack);
       return;
+    } catch (const lowering::InvalidCall& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(!e.not_implemented, e.what());
+      TORCH_CHECK(false, op.schema().operator_name(), ": ", e.what());
     } catch (const std::out_of_range& e) {
       TORCH_CHECK_INDEX(false, op.schema().operator_name(), ": ", e.what());
     } catch (const std::invalid_argument& e) {

@@ -70,7 +70,7 @@ void launch(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack,
         call.storages[r.binding].buffer->set(std::move(buffer), r.dtype, r.layout.dims);
         break;
       case program::Result::Kind::Assertion:
-        note_check(std::move(buffer), r.message);
+        note_check(std::move(buffer), r.message, r.check_kind);
         any_check = true;
         break;
     }

@@ -50,6 +50,7 @@ void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t
     call.key.push_back(kNone);
     return;
   }
+  if (t.is_conj() || t.is_neg()) throw MathBitsSet{};
   if (!t.is_privateuseone()) {
     if (t.device().is_cpu() && t.dim() == 0) {  // Python numbers and CPU scalars
       call.key.insert(call.key.end(), {kCpuScalar, int64_t(t.scalar_type()), int64_t(t.unsafeGetTensorImpl()->is_wrapped_number())});

@@ -66,8 +66,12 @@ struct OpCall {
   int device = -1;
 };
 
+// A tensor argument has the lazy conjugate or negative bit set (math_bits.h): rules compute on
+// values, so the caller resolves the bits and reads the call again.
+struct MathBitsSet {};
+
 // Reads the last `num_args` IValues; throws lowering::NotLowerable for argument kinds the
-// engine does not lower (the caller then falls back to the CPU).
+// engine does not lower (the caller then falls back to the CPU), MathBitsSet as above.
 OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args);
 
 // Adds tensor `t` (argument `arg`, list element `elem` or -1) to the call: its storage (once),

@@ -2,6 +2,8 @@
 
 #include <ATen/Functions.h>
 #include <ATen/native/TypeProperties.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/Exceptions.h>
 
 #include <algorithm>
 #include <numeric>
@@ -37,6 +39,17 @@ c10::IValue to_meta(const c10::IValue& v) {
   return v;
 }
 
+// Whether a Python error (from a meta kernel written in Python) is an Exception, not
+// KeyboardInterrupt, SystemExit or GeneratorExit.
+bool is_python_exception(const python_error& e) {
+  pybind11::gil_scoped_acquire gil;
+  return e.type != nullptr && PyErr_GivenExceptionMatches(e.type, PyExc_Exception);
+}
+bool is_python_exception(const pybind11::error_already_set& e) {
+  pybind11::gil_scoped_acquire gil;
+  return e.matches(PyExc_Exception);
+}
+
 bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
 
 // torch.result_type of the inputs: every tensor and Scalar argument except out= tensors
@@ -59,6 +72,36 @@ DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
   return is_supported(t) ? to_hlo(t) : DType::F32;
 }
 
+// In-place ops write their result into self: like the CPU's TensorIterator, refuse a result type
+// that cannot be cast to self's dtype (int.mul_(1.5)). PyTorch's meta kernels skip that check,
+// so it is made here from the functional op's meta result (misses only: plans are cached).
+void check_in_place_result_type(const c10::OperatorHandle& op, const torch::jit::Stack& meta_inputs) {
+  const c10::OperatorName& name = op.schema().operator_name();
+  if (name.name.empty() || name.name.back() != '_' || op.schema().arguments().empty() ||
+      !is_write_arg(op.schema().arguments()[0]) || op.schema().returns().size() != 1) {
+    return;
+  }
+  auto functional = c10::Dispatcher::singleton().findOp({name.name.substr(0, name.name.size() - 1), name.overload_name});
+  if (!functional || functional->schema().arguments().size() != op.schema().arguments().size()) return;
+  const at::Tensor& self = meta_inputs[0].toTensor();
+  torch::jit::Stack stack = meta_inputs;
+  try {
+    functional->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const python_error& e) {
+    if (!is_python_exception(e)) throw;  // Ctrl-C
+    return;
+  } catch (const pybind11::error_already_set& e) {
+    if (!is_python_exception(e)) throw;
+    return;
+  } catch (const std::exception&) {
+    return;  // no functional meta kernel: the in-place meta kernel's checks stand
+  }
+  if (stack.empty() || !stack[0].isTensor()) return;
+  c10::ScalarType result = stack[0].toTensor().scalar_type();
+  TORCH_CHECK(c10::canCast(result, self.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", self.scalar_type());
+}
+
 }  // namespace
 
 OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args,
@@ -68,6 +111,7 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   torch::jit::Stack meta_stack;
   size_t first = stack.size() - num_args;
   for (size_t a = 0; a < num_args; ++a) meta_stack.push_back(to_meta(stack[first + a]));
+  check_in_place_result_type(op, meta_stack);
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   } catch (const c10::NotImplementedError& e) {
@@ -76,6 +120,14 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
     if (!schema.returns().empty()) throw lowering::NotLowerable(std::string("no meta kernel: ") + e.what());
   } catch (const c10::Error&) {
     throw;  // a user error found by the meta kernel (shape mismatch...)
+  } catch (const python_error& e) {
+    // Ctrl-C (or SystemExit) inside a Python meta kernel is the user's, never a reason to run
+    // the op on the CPU instead.
+    if (!is_python_exception(e)) throw;
+    throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
+  } catch (const pybind11::error_already_set& e) {
+    if (!is_python_exception(e)) throw;
+    throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
   } catch (const std::exception& e) {
     // A Python meta kernel that cannot run, e.g. nonzero for x[bool_mask] (data-dependent
     // shape): the CPU fallback computes it (or raises PyTorch's own error).

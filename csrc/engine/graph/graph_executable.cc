@@ -1,5 +1,7 @@
 #include "engine/graph/graph_executable.h"
 
+#include <ATen/Functions.h>
+
 #include <sstream>
 
 #include "engine/compile/aot_check.h"
@@ -13,6 +15,7 @@
 #include "engine/device/scalar_buffers.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
+#include "engine/eager/math_bits.h"
 #include "engine/graph/graph_program.h"
 #include "lowering/registry.h"
 
@@ -46,12 +49,26 @@ std::string describe_input(const OpCall& call, size_t i) {
 
 GraphExecutable::GraphExecutable(GraphSpec spec) : spec_(std::move(spec)), random_nodes_(count_random_nodes(spec_)) {}
 
+bool GraphExecutable::writes_input(size_t i) const {
+  for (const Node& n : spec_.nodes) {
+    if (n.writes_first_arg && !n.args.empty() && !n.args[0].refs.empty() && n.args[0].refs[0] == spec_.inputs[i]) return true;
+  }
+  return false;
+}
+
 OpCall GraphExecutable::bind(const std::vector<at::Tensor>& inputs) const {
   TORCH_CHECK(inputs.size() == spec_.inputs.size(), spec_.name, ": expected ", spec_.inputs.size(),
               " inputs, got ", inputs.size());
   OpCall call;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TORCH_CHECK(inputs[i].defined(), spec_.name, ": input ", i, " is undefined");
+    if (has_math_bits(inputs[i])) {  // a conj/neg view: the graph reads its values
+      TORCH_CHECK(!writes_input(i), spec_.name, ": input ", i, " is a conjugate or negative view that the graph "
+                  "writes to; call .resolve_conj()/.resolve_neg() on it first");
+      at::Tensor values = at::empty_like(stored_elements(inputs[i])).copy_(inputs[i]);
+      add_tensor(nullptr, call, values, static_cast<int>(i), -1);
+      continue;
+    }
     add_tensor(nullptr, call, inputs[i], static_cast<int>(i), -1);
   }
   if (call.device < 0) call.device = current_device();
@@ -70,6 +87,9 @@ std::shared_ptr<GraphPlan> GraphExecutable::plan_for(const OpCall& call) {
   } catch (const lowering::NotLowerable& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, spec_.name, ": cannot lower ", e.what());
   } catch (const program::ProgramError& e) {
+    TORCH_CHECK(false, spec_.name, ": ", e.what());
+  } catch (const lowering::InvalidCall& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!e.not_implemented, spec_.name, ": ", e.what());
     TORCH_CHECK(false, spec_.name, ": ", e.what());
   }
   auto plan = std::make_shared<GraphPlan>();
@@ -166,7 +186,7 @@ std::vector<at::Tensor> GraphExecutable::run(const std::vector<at::Tensor>& inpu
         call.storages[r.binding].buffer->set(std::move(buffer), r.dtype, r.layout.dims);
         break;
       case program::Result::Kind::Assertion:
-        note_check(std::move(buffer), r.message);
+        note_check(std::move(buffer), r.message, r.check_kind);
         any_check = true;
         break;
     }

@@ -47,6 +47,7 @@ class GraphExecutable {
 
  private:
   OpCall bind(const std::vector<at::Tensor>& inputs) const;
+  bool writes_input(size_t i) const;  // a node copies into graph input i (a donated write-back)
   std::shared_ptr<GraphPlan> plan_for(const OpCall& call);
 
   GraphSpec spec_;

@@ -76,6 +76,8 @@ class GraphAssembler {
         apply(node, node.random ? random_index++ : -1);
       } catch (const lowering::NotLowerable& e) {
         throw lowering::NotLowerable(where(node, n) + ": " + e.what());
+      } catch (const lowering::InvalidCall& e) {
+        throw lowering::InvalidCall(where(node, n) + ": " + e.what(), e.not_implemented);
       } catch (const program::ProgramError& e) {
         throw program::ProgramError(where(node, n) + ": " + e.what());
       } catch (const std::logic_error& e) {  // an operand type the rule did not expect
