@@ -197,6 +197,24 @@ std::vector<Value> clamp(Context& c) {
   return {x};
 }
 
+std::vector<Value> clamp_max(Context& c) {
+  DType t = out_math(c);
+  return {nan_propagating(c.b, "stablehlo.minimum", operand(c, 0, t), operand(c, 1, t))};
+}
+
+// round(x, decimals) as the CPU computes it: nearbyint(x * 10^d) / 10^d, or for d < 0
+// nearbyint(x / 10^-d) * 10^-d.
+std::vector<Value> round_decimals(Context& c) {
+  Builder& b = c.b;
+  Value x = operand(c, 0, out_math(c));
+  if (!is_float(x.dtype())) return {x};
+  int64_t d = c.int_arg(1);
+  Value scale = scalar_like(b, std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), x);
+  Value scaled = d < 0 ? div(b, x, scale) : mul(b, x, scale);
+  Value r = unary(b, "stablehlo.round_nearest_even", scaled);
+  return {d < 0 ? mul(b, r, scale) : div(b, r, scale)};
+}
+
 Value relu(Builder& b, Value x) { return max(b, x, scalar_like(b, 0, x)); }
 Value sigmoid(Builder& b, Value x) { return unary(b, "stablehlo.logistic", x); }
 
@@ -386,11 +404,8 @@ const Registrar registrar({
     {"masked_fill.Scalar", masked_fill},
     {"masked_fill.Tensor", masked_fill},
     {"clamp", clamp}, {"clamp.Tensor", clamp},
-    {"clamp_min", clamp},
-    {"clamp_max", [](Context& c) {
-       DType t = out_math(c);
-       return std::vector<Value>{nan_propagating(c.b, "stablehlo.minimum", operand(c, 0, t), operand(c, 1, t))};
-     }},
+    {"clamp_min", clamp}, {"clamp_min.Tensor", clamp},
+    {"clamp_max", clamp_max}, {"clamp_max.Tensor", clamp_max},
     {"abs", [](Context& c) {
        Value z = c.tensor(0);
        if (is_complex(z.dtype())) {  // |z| = hypot(re, im): the modulus, not |re|
@@ -435,7 +450,10 @@ const Registrar registrar({
     {"tanh", hlo_unary("stablehlo.tanh")},
     {"asin", hlo_unary("chlo.asin")},
     {"acos", hlo_unary("chlo.acos")},
-    {"atan", unary_rule(atan)},
+    {"atan", [](Context& c) {
+       if (is_complex(c.tensor(0).dtype())) throw NotLowerable("complex atan");
+       return unary_rule(atan)(c);
+     }},
     {"sinh", hlo_unary("chlo.sinh")},
     {"cosh", hlo_unary("chlo.cosh")},
     {"asinh", hlo_unary("chlo.asinh")},
@@ -453,6 +471,7 @@ const Registrar registrar({
     {"floor", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.floor", x) : x; })},
     {"ceil", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.ceil", x) : x; })},
     {"trunc", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? trunc(b, x) : x; })},
+    {"round.decimals", round_decimals},
     {"round", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.round_nearest_even", x) : x; })},
     {"frac", unary_rule([](Builder& b, Value x) { return sub(b, x, trunc(b, x)); })},
     {"isinf", float_predicate([](Builder& b, Value x) {

@@ -63,7 +63,12 @@ Value wrap_index(Builder& b, Value idx, int64_t size) {
 
 std::vector<Value> index_select(Context& c) {
   Value x = c.tensor(0);
-  if (x.rank() == 0) throw NotLowerable("index_select of a 0-d tensor");
+  if (x.rank() == 0) {  // the index selects the one element (0 or -1), once per entry
+    wrap_dim(c.int_arg(1), 1);
+    Value idx = c.tensor(2);
+    if (idx.type.numel() > 0) assert_in_range(c.b, convert(c.b, idx, DType::S64), -1, 1, 1);
+    return {broadcast_to(c.b, reshape(c.b, x, {}), c.out().shape)};
+  }
   int64_t dim = wrap_dim(c.int_arg(1), x.rank());
   Value idx = c.tensor(2);
   if (idx.rank() > 1) throw std::invalid_argument("index_select(): Index is supposed to be a vector");

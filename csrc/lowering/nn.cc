@@ -30,6 +30,7 @@ std::pair<Value, Value> shifted(Builder& b, Value x, int64_t dim) {
 Rule softmax_rule(bool log) {
   return [log](Context& c) {
     Value x = c.tensor(0);
+    if (is_complex(x.dtype())) throw NotLowerable("complex softmax");
     require_dtype(is_float(x.dtype()), log ? "log_softmax" : "softmax", x.dtype());
     DType out = c.out().dtype;
     DType acc = opmath(out);
@@ -153,6 +154,9 @@ std::vector<Value> nll_loss_backward(Context& c) {
     scale = broadcast_in_dim(b, gs, p.weight.shape(), {});
   }
   Value per = neg(b, mul(b, scale, p.weight));
+  // Ignored targets get no gradient even when every target is ignored (scale = g / 0).
+  Value counted = compare(b, p.weight, zeros(b, p.weight.type), "NE");
+  per = select(b, counted, per, zeros(b, per.type));
   std::vector<int64_t> tdims;
   for (int64_t i = 0; i < per.rank(); ++i) tdims.push_back(i);
   Value pb = broadcast_in_dim(b, per, x.shape(), tdims);

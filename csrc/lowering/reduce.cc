@@ -201,6 +201,20 @@ Rule var_rule(bool take_sqrt, bool with_mean) {
       throw InvalidCall("std and var only support floating point and complex dtypes");
     }
     std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
+    if (is_complex(x.dtype())) {  // var(z) = var(re) + var(im); the mean keeps both parts
+      DType part = real_part(x.dtype());
+      Type pt(part, x.shape());
+      auto [var_re, mean_re] = var_mean_impl(c, c.b.emit1("stablehlo.real", {x}, pt), dims, part);
+      auto [var_im, mean_im] = var_mean_impl(c, c.b.emit1("stablehlo.imag", {x}, pt), dims, part);
+      Value var = add(c.b, var_re, var_im);
+      if (take_sqrt) var = unary(c.b, "stablehlo.sqrt", var);
+      std::vector<Value> r{reshape(c.b, var, c.out(0).shape)};
+      if (with_mean) {
+        Value mean = c.b.emit1("stablehlo.complex", {mean_re, mean_im}, Type(x.dtype(), mean_re.shape()));
+        r.push_back(reshape(c.b, mean, c.out(1).shape));
+      }
+      return r;
+    }
     bool keepdim = c.has(3) && c.bool_arg(3);
     (void)keepdim;
     DType acc = opmath(c.out().dtype);
@@ -219,8 +233,9 @@ std::vector<Value> vector_norm(Context& c) {
   DType out = c.out().dtype;
   DType acc = opmath(real_part(out));
   std::vector<int64_t> dims = reduce_dims(c, 2, x.rank());
-  Value a = unary(b, "stablehlo.abs", convert(b, x, acc));
-  if (is_complex(x.dtype())) throw NotLowerable("complex vector_norm");
+  // |z| of a complex input (the modulus), then the real norm of the moduli.
+  Value a = is_complex(x.dtype()) ? convert(b, b.emit1("stablehlo.abs", {x}, Type(real_part(x.dtype()), x.shape())), acc)
+                                  : unary(b, "stablehlo.abs", convert(b, x, acc));
   const auto& os = c.out().shape;
   Value ord = cast_to(b, c.tensor(1), acc, os);
   double inf = std::numeric_limits<double>::infinity();
@@ -245,6 +260,7 @@ std::vector<Value> vector_norm(Context& c) {
 std::vector<Value> logsumexp(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
+  if (is_complex(x.dtype())) throw NotLowerable("complex logsumexp");
   DType out = c.out().dtype;
   DType acc = opmath(out);
   x = convert(b, x, acc);
