@@ -199,6 +199,11 @@ double max_finite(DType t) {
 
 std::vector<Value> add_relu(Context& c) {
   Builder& b = c.b;
+  // The CPU kernel has no bf16/f16/bool/complex version: let it raise its error.
+  DType out = c.out().dtype;
+  if (out == DType::BF16 || out == DType::F16 || out == DType::Pred || is_complex(out)) {
+    throw NotLowerable("_add_relu of this dtype");
+  }
   DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   if (c.has(2)) y = mul(b, y, operand(c, 2, t));

@@ -25,7 +25,7 @@ using namespace hlo;
 // combine(earlier, later) -> combined, one value per carried operand.
 using Combine = std::function<std::vector<Value>(Builder&, const std::vector<Value>&, const std::vector<Value>&)>;
 
-std::vector<Value> scan(Builder& b, std::vector<Value> xs, int64_t dim, const std::vector<double>& identity,
+std::vector<Value> scan(Builder& b, std::vector<Value> xs, int64_t dim, const std::vector<Value>& identity,
                         const Combine& combine) {
   int64_t n = xs[0].shape()[dim];
   int64_t rank = xs[0].rank();
@@ -36,7 +36,7 @@ std::vector<Value> scan(Builder& b, std::vector<Value> xs, int64_t dim, const st
       hi[dim] = n - k;
       plo[dim] = k;
       Value s = slice(b, xs[j], lo, hi, st);
-      earlier.push_back(pad(b, s, constant(b, identity[j], xs[j].dtype()), plo, phi, in));
+      earlier.push_back(pad(b, s, identity[j], plo, phi, in));
     }
     xs = combine(b, earlier, xs);
   }
@@ -61,9 +61,18 @@ double extreme_of(DType t, bool lowest) {
   }
 }
 
-// _cummax_helper(self, values, indices, dim) -> (): writes values and indices.
-Rule cum_extreme(bool is_max) {
-  return [is_max](Context& c) {
+// The scan's identity for x's dtype: its lowest (cummax) or highest (cummin) value.
+Value identity_of(Builder& b, DType t, bool lowest) {
+  if (t == DType::S64 && !lowest) {  // 2^63 - 1 has no double: the bits of ~INT64_MIN
+    return unary(b, "stablehlo.not", constant(b, extreme_of(t, true), t));
+  }
+  return constant(b, extreme_of(t, lowest), t);
+}
+
+// _cummax_helper(self, values, indices, dim) -> () writes values and indices; cummax(self, dim)
+// returns them (graphs see cummax itself). `dim_arg` is where dim is.
+Rule cum_extreme(bool is_max, size_t dim_arg) {
+  return [is_max, dim_arg](Context& c) {
     Builder& b = c.b;
     Value x = c.tensor(0);
     DType vt = c.out(0).dtype;
@@ -73,10 +82,10 @@ Rule cum_extreme(bool is_max) {
     }
     x = convert(b, x, t);
     if (x.rank() == 0) {
-      wrap_dim(c.int_arg(3), 0);
+      wrap_dim(c.int_arg(dim_arg), 0);
       return std::vector<Value>{convert(b, x, vt), constant(b, 0, c.out(1).dtype)};
     }
-    int64_t dim = wrap_dim(c.int_arg(3), x.rank());
+    int64_t dim = wrap_dim(c.int_arg(dim_arg), x.rank());
     Value idx = iota(b, Type(DType::S64, x.shape()), dim);
     bool fl = is_float(t);
     Combine pick = [is_max, fl](Builder& rb, const std::vector<Value>& e, const std::vector<Value>& l) {
@@ -91,7 +100,7 @@ Rule cum_extreme(bool is_max) {
       // smaller, so `>=` also keeps the later index on ties.
       return std::vector<Value>{select(rb, later_better, l[0], e[0]), select(rb, later_better, l[1], e[1])};
     };
-    std::vector<Value> r = scan(b, {x, idx}, dim, {extreme_of(t, is_max), -1.0}, pick);
+    std::vector<Value> r = scan(b, {x, idx}, dim, {identity_of(b, t, is_max), constant(b, -1, DType::S64)}, pick);
     return std::vector<Value>{convert(b, r[0], vt), convert(b, r[1], c.out(1).dtype)};
   };
 }
@@ -119,14 +128,19 @@ std::vector<Value> logcumsumexp(Context& c) {  // _logcumsumexp(self, dim)
   Combine lae = [](Builder& rb, const std::vector<Value>& e, const std::vector<Value>& l) {
     return std::vector<Value>{log_add_exp(rb, e[0], l[0])};
   };
-  std::vector<Value> r = scan(b, {x}, dim, {-std::numeric_limits<double>::infinity()}, lae);
+  std::vector<Value> r = scan(b, {x}, dim, {constant(b, -std::numeric_limits<double>::infinity(), x.dtype())}, lae);
   return {convert(b, r[0], out)};
 }
 
 const Registrar registrar({
-    {"_cummax_helper", cum_extreme(true)},
-    {"_cummin_helper", cum_extreme(false)},
+    {"_cummax_helper", cum_extreme(true, 3)},
+    {"_cummin_helper", cum_extreme(false, 3)},
+    {"cummax", cum_extreme(true, 1)},
+    {"cummin", cum_extreme(false, 1)},
     {"_logcumsumexp", logcumsumexp},
+    // The eager engine takes result shapes from meta kernels, and _logcumsumexp has none: the
+    // public op (whose meta decomposition exists) gets the kernel, with the same arguments.
+    {"logcumsumexp", logcumsumexp},
 });
 
 }  // namespace

@@ -166,6 +166,8 @@ Rule gcd_lcm(bool lcm) {
     Builder& b = c.b;
     DType t = c.compute_dtype;
     if (!is_integer(t) || t == DType::Pred) throw NotLowerable("gcd/lcm of a non-integer type");
+    // 8/16-bit values are computed in int like C++ does (lcm's a / g * b and abs), then narrowed.
+    if (bit_width(t) < 32) t = DType::S32;
     Value x = operand(c, 0, t), y = operand(c, 1, t);
     Value g = gcd_of(b, x, y);
     if (!lcm) return std::vector<Value>{convert(b, g, c.out().dtype)};
@@ -253,6 +255,7 @@ const Registrar registrar({
     {"ldexp.Tensor", ldexp},
     {"floor_divide", floor_divide},
     {"floor_divide.Scalar", floor_divide},
+    {"floor_divide.Tensor", floor_divide},  // the in-place floor_divide_.Tensor maps here
     {"gcd", gcd_lcm(false)},
     {"lcm", gcd_lcm(true)},
     {"bitwise_left_shift.Tensor", shift(true)},

@@ -171,7 +171,7 @@ std::vector<Value> foreach_max(Context& c) {
     x = convert(b, x, ot.dtype);
     std::vector<int64_t> all(x.rank());
     for (int64_t d = 0; d < x.rank(); ++d) all[d] = d;
-    Value r = reduce(b, x, all, "max");
+    Value r = x.rank() == 0 ? x : reduce(b, x, all, "max");
     if (is_float(x.dtype()) && x.rank() > 0) {
       Value any_nan = reduce(b, compare(b, x, x, "NE"), all, "or");
       r = select(b, any_nan, constant(b, NAN, x.dtype()), r);

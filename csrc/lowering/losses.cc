@@ -34,11 +34,14 @@ std::vector<Value> binary_cross_entropy(Context& c) {
   Value y = cast_to(b, c.tensor(1), t, shape);
   int64_t reduction = c.int_arg(3);
   if (x.type.numel() > 0) {
-    // The CPU raises for an input outside [0, 1] (NaN included).
-    Value inside = binary(b, "stablehlo.and", compare(b, x, zeros(b, x.type), "GE"),
-                          compare(b, x, scalar_like(b, 1, x), "LE"));
-    b.assert_false(reduce(b, unary(b, "stablehlo.not", inside), all_dims(x), "or"),
-                   "RuntimeError: all elements of input should be between 0 and 1");
+    // The CPU raises for an input or target outside [0, 1] (NaN included).
+    auto outside = [&](Value v) {
+      Value inside = binary(b, "stablehlo.and", compare(b, v, zeros(b, v.type), "GE"),
+                            compare(b, v, scalar_like(b, 1, v), "LE"));
+      return reduce(b, unary(b, "stablehlo.not", inside), all_dims(v), "or");
+    };
+    b.assert_false(outside(x), "RuntimeError: all elements of input should be between 0 and 1");
+    b.assert_false(outside(y), "RuntimeError: all elements of target should be between 0 and 1");
   }
   Value floor = scalar_like(b, -100, x);
   Value log_x = max(b, unary(b, "stablehlo.log", x), floor);
