@@ -248,6 +248,9 @@ const Registrar registrar({
     {"xlogy.Tensor", xlogy},
     {"xlogy.Scalar_Self", xlogy},
     {"xlogy.Scalar_Other", xlogy},
+    {"xlogy.OutTensor", xlogy},  // out= overloads whose names rule_for does not recognise
+    {"xlogy.OutScalar_Self", xlogy},
+    {"xlogy.OutScalar_Other", xlogy},
     {"nan_to_num", nan_to_num},
     {"signbit", signbit},
     {"rsub.Tensor", rsub},

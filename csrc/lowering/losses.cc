@@ -156,6 +156,7 @@ std::vector<Value> nll_loss2d_backward(Context& c) {
 const Registrar registrar({
     {"binary_cross_entropy", binary_cross_entropy},
     {"binary_cross_entropy_backward", binary_cross_entropy_backward},
+    {"binary_cross_entropy_backward.grad_input", binary_cross_entropy_backward},
     {"nll_loss2d_forward", nll_loss2d_forward},
     {"nll_loss2d_forward.output", nll_loss2d_forward},
     {"nll_loss2d_backward", nll_loss2d_backward},

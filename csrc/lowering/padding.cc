@@ -129,11 +129,17 @@ const Registrar registrar({
     {"replication_pad2d", forward_rule(false)},
     {"replication_pad3d", forward_rule(false)},
     {"reflection_pad1d_backward", backward_rule(true)},
+    {"reflection_pad1d_backward.grad_input", backward_rule(true)},
     {"reflection_pad2d_backward", backward_rule(true)},
+    {"reflection_pad2d_backward.grad_input", backward_rule(true)},
     {"reflection_pad3d_backward", backward_rule(true)},
+    {"reflection_pad3d_backward.grad_input", backward_rule(true)},
     {"replication_pad1d_backward", backward_rule(false)},
+    {"replication_pad1d_backward.grad_input", backward_rule(false)},
     {"replication_pad2d_backward", backward_rule(false)},
+    {"replication_pad2d_backward.grad_input", backward_rule(false)},
     {"replication_pad3d_backward", backward_rule(false)},
+    {"replication_pad3d_backward.grad_input", backward_rule(false)},
 });
 
 }  // namespace

@@ -721,3 +721,38 @@ def test_compiled_training_step_with_new_backwards(no_fallbacks):
     compare(loss.detach(), step(x, w, t))
     compare(wd.grad, wc.grad)
     torch._dynamo.reset()
+
+
+def test_out_variants(no_fallbacks):
+    # grad_input= / output= / out= overloads reach the same rules.
+    x = edge((4, 6), seed=40)
+    p = torch.rand(4, 6, generator=torch.Generator().manual_seed(41)) * 0.9 + 0.05
+    g = edge((4, 6), seed=42, specials=())
+    calls = [
+        (lambda g, x, o: torch.ops.aten.elu_backward.grad_input(g, 1.0, 1.0, 1.0, False, x, grad_input=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.hardsigmoid_backward.grad_input(g, x, grad_input=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.hardswish_backward.out(g, x, out=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.logit_backward.grad_input(g, x, 0.1, grad_input=o), (g, p)),
+        (lambda g, x, o: torch.ops.aten.log_sigmoid_backward.grad_input(g, x, torch.exp(-x.abs()), grad_input=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.binary_cross_entropy_backward.grad_input(g, x, x * 0.5, None, 0, grad_input=o), (g, p)),
+        (lambda g, x, o: torch.ops.aten.glu_backward.grad_input(g[:, :3], x, 1, grad_input=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.xlogy.OutTensor(g, x, out=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.xlogy.OutScalar_Self(2.0, x, out=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.xlogy.OutScalar_Other(x, 3.0, out=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.reflection_pad1d_backward.grad_input(
+            torch.ones(4, 9, device=x.device), x, [1, 2], grad_input=o), (g, x)),
+        (lambda g, x, o: torch.ops.aten.replication_pad2d_backward.grad_input(
+            torch.ones(1, 5, 9, device=x.device), x[None], [1, 2, 0, 1], grad_input=o[None]), (g, x)),
+    ]
+    for f, args in calls:
+        o_cpu = torch.empty(4, 6)
+        o_dev = o_cpu.to(DEV)
+        f(*[to_dev(a) for a in args], o_dev)
+        f(*args, o_cpu)
+        compare(o_dev, o_cpu)
+    out, buf = torch.empty(4, 6), torch.empty(4, 6)
+    od, bd = out.to(DEV), buf.to(DEV)
+    torch.ops.aten.log_sigmoid_forward.output(x.to(DEV), output=od, buffer=bd)
+    torch.ops.aten.log_sigmoid_forward.output(x, output=out, buffer=buf)
+    compare(od, out)
+    compare(bd, buf)
