@@ -756,3 +756,34 @@ def test_out_variants(no_fallbacks):
     torch.ops.aten.log_sigmoid_forward.output(x, output=out, buffer=buf)
     compare(od, out)
     compare(bd, buf)
+
+
+def test_compiled_segmentation_loss_and_foreach(no_fallbacks):
+    import torch._dynamo
+    torch._dynamo.reset()
+
+    def step(z, t, w):
+        logits = F.glu(z * w, dim=1)  # (N, C, H, W)
+        loss = F.cross_entropy(logits, t, ignore_index=1) + F.nll_loss(F.log_softmax(logits, 1), t, reduction="sum")
+        return loss + torch.logcumsumexp(logits, 3).mean()
+
+    g = torch.Generator().manual_seed(50)
+    z = torch.randn(2, 8, 3, 5, generator=g)
+    t = torch.randint(0, 4, (2, 3, 5), generator=g)
+    w = torch.randn(1, 8, 1, 1, generator=g)
+    wc = w.clone().requires_grad_()
+    step(z, t, wc).backward()
+    wd = w.to(DEV).requires_grad_()
+    loss = torch.compile(step, backend="tpu", fullgraph=True)(z.to(DEV), t.to(DEV), wd)
+    loss.backward()
+    compare(loss.detach(), step(z, t, w))
+    compare(wd.grad, wc.grad)
+
+    def unary_list(xs):
+        # (dynamo cannot trace _foreach_max: it is tested eagerly above)
+        return torch._foreach_sigmoid(torch._foreach_log1p(torch._foreach_cos(xs)))
+
+    xs = [torch.rand(3, 4, generator=g), torch.rand(5, generator=g)]
+    got = torch.compile(unary_list, backend="tpu", fullgraph=True)([to_dev(x) for x in xs])
+    compare(got, unary_list(xs))
+    torch._dynamo.reset()
