@@ -63,20 +63,30 @@ double max_finite(DType t) {
   }
 }
 
-// nan_to_num(self, nan?, posinf?, neginf?): defaults 0 and the type's largest finite values.
-std::vector<Value> nan_to_num(Context& c) {
+// nan_to_num of a real float tensor: defaults 0 and the type's largest finite values.
+Value nan_to_num_real(Context& c, Value x) {
   Builder& b = c.b;
-  Value x = c.tensor(0);
-  DType t = c.out().dtype;
-  if (is_complex(t)) throw NotLowerable("nan_to_num of a complex tensor");
-  x = convert(b, x, t);
-  if (!is_float(t)) return {x};
   auto value = [&](size_t i, double dflt) { return rounded_constant(b, c.has(i) ? c.double_arg(i) : dflt, x); };
+  double top = max_finite(x.dtype());
   Value inf = k(b, INFINITY, x);
   Value r = select(b, isnan(b, x), value(1, 0.0), x);
-  r = select(b, compare(b, x, inf, "EQ"), value(2, max_finite(t)), r);
-  r = select(b, compare(b, x, neg(b, inf), "EQ"), value(3, -max_finite(t)), r);
-  return {r};
+  r = select(b, compare(b, x, inf, "EQ"), value(2, top), r);
+  return select(b, compare(b, x, neg(b, inf), "EQ"), value(3, -top), r);
+}
+
+// nan_to_num(self, nan?, posinf?, neginf?); complex: the real and imaginary parts separately.
+std::vector<Value> nan_to_num(Context& c) {
+  Builder& b = c.b;
+  DType t = c.out().dtype;
+  Value x = convert(b, c.tensor(0), t);
+  if (is_complex(t)) {
+    Type rt(real_part(t), x.shape());
+    Value re = nan_to_num_real(c, b.emit1("stablehlo.real", {x}, rt));
+    Value im = nan_to_num_real(c, b.emit1("stablehlo.imag", {x}, rt));
+    return {b.emit1("stablehlo.complex", {re, im}, x.type)};
+  }
+  if (!is_float(t)) return {x};
+  return {nan_to_num_real(c, x)};
 }
 
 std::vector<Value> signbit(Context& c) { return {signbit_of(c.b, c.tensor(0))}; }

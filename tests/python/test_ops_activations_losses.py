@@ -787,3 +787,13 @@ def test_compiled_segmentation_loss_and_foreach(no_fallbacks):
     got = torch.compile(unary_list, backend="tpu", fullgraph=True)([to_dev(x) for x in xs])
     compare(got, unary_list(xs))
     torch._dynamo.reset()
+
+
+def test_nan_to_num_complex(no_fallbacks):
+    for dtype in [torch.float32, torch.float64]:
+        re = edge((4, 6), dtype, seed=60, specials=(NAN, INF, -INF, 1.0, NAN))
+        im = edge((4, 6), dtype, seed=61, specials=(INF, NAN, 2.0, -INF, NAN))
+        z = torch.complex(re, im)
+        check(torch.nan_to_num, z)
+        check(lambda z: torch.nan_to_num(z, nan=1.0, posinf=5.0, neginf=-5.0), z)
+        check(torch.nan_to_num, z, layout="transposed")
