@@ -29,8 +29,23 @@ Value isnan(Builder& b, Value x) { return compare(b, x, x, "NE"); }
 
 std::vector<Value> one(Context& c, Value r) { return {convert(c.b, r, c.out().dtype)}; }
 
+// Dtype gates: where the CPU kernel has no version for a dtype, the rule declines, so the CPU
+// fallback raises PyTorch's own NotImplementedError.
+void require_float(Context& c, const char* op) {
+  if (!is_float(c.out().dtype)) throw NotLowerable(std::string(op) + " of a non-float type");
+}
+void require_real(Context& c, const char* op) {
+  for (const Arg& a : c.args) {
+    if (a.kind == Arg::Kind::Tensor && (is_complex(a.tensor.dtype()) || (a.tensor.dtype() == DType::Pred && !a.is_wrapped_scalar))) {
+      throw NotLowerable(std::string(op) + " of a complex or bool tensor");
+    }
+  }
+  if (is_complex(c.out().dtype)) throw NotLowerable(std::string(op) + " of a complex type");
+}
+
 // elu(self, alpha, scale, input_scale): scale * (x > 0 ? x : alpha * expm1(x * input_scale))
 std::vector<Value> elu(Context& c) {
+  if (is_complex(c.out().dtype)) throw NotLowerable("elu of a complex type");
   Builder& b = c.b;
   DType t = math_type(c);
   Value x = operand(c, 0, t), alpha = operand(c, 1, t), scale = operand(c, 2, t), in_scale = operand(c, 3, t);
@@ -40,6 +55,7 @@ std::vector<Value> elu(Context& c) {
 
 // elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
 std::vector<Value> elu_backward(Context& c) {
+  require_float(c, "elu_backward");
   Builder& b = c.b;
   DType t = math_type(c);
   Value g = operand(c, 0, t), alpha = operand(c, 1, t), scale = operand(c, 2, t), in_scale = operand(c, 3, t);
@@ -59,11 +75,13 @@ Value relu6_shifted(Builder& b, Value x) {
 }
 
 std::vector<Value> hardsigmoid(Context& c) {
+  require_float(c, "hardsigmoid");
   Value x = operand(c, 0, math_type(c));
   return one(c, div(c.b, relu6_shifted(c.b, x), k(c.b, 6, x)));
 }
 
 std::vector<Value> hardsigmoid_backward(Context& c) {  // (grad_output, self)
+  require_float(c, "hardsigmoid_backward");
   Builder& b = c.b;
   DType t = math_type(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
@@ -72,11 +90,13 @@ std::vector<Value> hardsigmoid_backward(Context& c) {  // (grad_output, self)
 }
 
 std::vector<Value> hardswish(Context& c) {
+  require_float(c, "hardswish");
   Value x = operand(c, 0, math_type(c));
   return one(c, div(c.b, mul(c.b, x, relu6_shifted(c.b, x)), k(c.b, 6, x)));
 }
 
 std::vector<Value> hardswish_backward(Context& c) {  // (grad_output, self)
+  require_float(c, "hardswish_backward");
   Builder& b = c.b;
   DType t = math_type(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
@@ -102,12 +122,14 @@ Halves halves(Builder& b, Value x, int64_t dim_arg) {
 }
 
 std::vector<Value> glu(Context& c) {
+  require_float(c, "glu");
   DType t = math_type(c);
   Halves h = halves(c.b, convert(c.b, c.tensor(0), t), c.int_arg(1));
   return one(c, mul(c.b, h.a, unary(c.b, "stablehlo.logistic", h.b)));
 }
 
 std::vector<Value> glu_backward(Context& c) {  // (grad_output, self, dim)
+  require_float(c, "glu_backward");
   Builder& b = c.b;
   DType t = math_type(c);
   Halves h = halves(b, convert(b, c.tensor(1), t), c.int_arg(2));
@@ -122,6 +144,7 @@ std::vector<Value> glu_backward(Context& c) {  // (grad_output, self, dim)
 double logit_eps(Context& c, size_t i) { return c.has(i) ? c.double_arg(i) : -1.0; }
 
 std::vector<Value> logit(Context& c) {  // (self, eps?)
+  if (is_complex(c.out().dtype)) throw NotLowerable("logit of a complex type");
   Builder& b = c.b;
   Value x = operand(c, 0, math_type(c));
   double eps = logit_eps(c, 1);
@@ -133,6 +156,7 @@ std::vector<Value> logit(Context& c) {  // (self, eps?)
 }
 
 std::vector<Value> logit_backward(Context& c) {  // (grad_output, self, eps?)
+  require_float(c, "logit_backward");
   Builder& b = c.b;
   DType t = math_type(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
@@ -148,6 +172,7 @@ std::vector<Value> logit_backward(Context& c) {  // (grad_output, self, eps?)
 // log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)); the CPU kernel
 // stores exp(-|x|) in the buffer for the backward (other devices return an empty buffer).
 std::vector<Value> log_sigmoid_forward(Context& c) {
+  require_float(c, "log_sigmoid_forward");
   Builder& b = c.b;
   DType t = math_type(c);
   Value x = operand(c, 0, t);
@@ -162,6 +187,7 @@ std::vector<Value> log_sigmoid_forward(Context& c) {
 // log_sigmoid_backward(grad_output, self, buffer): like the CPU kernel, reads exp(-|x|) from
 // the buffer when it holds one, and recomputes it otherwise.
 std::vector<Value> log_sigmoid_backward(Context& c) {
+  require_float(c, "log_sigmoid_backward");
   Builder& b = c.b;
   DType t = math_type(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
@@ -179,6 +205,7 @@ std::vector<Value> log_sigmoid_backward(Context& c) {
 // threshold(self, threshold, value): x <= threshold ? value : x (in self's type, like the CPU,
 // which converts both scalars to it).
 std::vector<Value> threshold(Context& c) {
+  require_real(c, "threshold");
   Builder& b = c.b;
   DType t = math_type(c);
   Value x = operand(c, 0, t), th = operand(c, 1, t), v = operand(c, 2, t);
@@ -217,6 +244,7 @@ std::vector<Value> add_relu(Context& c) {
 }
 
 std::vector<Value> prelu_kernel(Context& c) {  // (self, weight)
+  require_float(c, "_prelu_kernel");
   Builder& b = c.b;
   DType t = math_type(c);
   Value x = operand(c, 0, t), w = operand(c, 1, t);
@@ -226,6 +254,7 @@ std::vector<Value> prelu_kernel(Context& c) {  // (self, weight)
 // _prelu_kernel_backward(grad_output, self, weight) -> (grad_self, grad_weight), both of the
 // broadcast shape (prelu's autograd reduces grad_weight to the weight's shape).
 std::vector<Value> prelu_kernel_backward(Context& c) {
+  require_float(c, "_prelu_kernel_backward");
   Builder& b = c.b;
   if (c.out(0).shape != c.out(1).shape) throw NotLowerable("_prelu_kernel_backward: grad_weight shape");
   DType t = math_type(c);

@@ -46,6 +46,7 @@ Value signbit_of(Builder& b, Value x) {
 // xlogy(x, y) = x * log(y), 0 where x == 0, NaN where y is NaN (all three overloads).
 std::vector<Value> xlogy(Context& c) {
   Builder& b = c.b;
+  if (is_complex(c.out().dtype)) throw NotLowerable("xlogy of a complex type");  // the CPU raises
   DType t = opmath(c.out().dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   Value r = mul(b, x, unary(b, "stablehlo.log", y));
@@ -89,7 +90,10 @@ std::vector<Value> nan_to_num(Context& c) {
   return {nan_to_num_real(c, x)};
 }
 
-std::vector<Value> signbit(Context& c) { return {signbit_of(c.b, c.tensor(0))}; }
+std::vector<Value> signbit(Context& c) {
+  if (is_complex(c.tensor(0).dtype())) throw NotLowerable("signbit of a complex tensor");  // the CPU raises
+  return {signbit_of(c.b, c.tensor(0))};
+}
 
 // rsub(self, other, alpha) = other - alpha * self
 std::vector<Value> rsub(Context& c) {

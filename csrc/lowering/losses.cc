@@ -28,6 +28,7 @@ Value sum_all(Builder& b, Value x) { return reduce(b, x, all_dims(x), "add"); }
 std::vector<Value> binary_cross_entropy(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
+  if (!is_float(out)) throw NotLowerable("binary_cross_entropy of a non-float type");  // the CPU raises
   DType t = opmath(out);
   Value x = convert(b, c.tensor(0), t);
   const std::vector<int64_t>& shape = x.shape();
@@ -61,6 +62,7 @@ std::vector<Value> binary_cross_entropy(Context& c) {
 std::vector<Value> binary_cross_entropy_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
+  if (!is_float(out)) throw NotLowerable("binary_cross_entropy_backward of a non-float type");
   DType t = opmath(out);
   Value x = convert(b, c.tensor(1), t);
   const std::vector<int64_t>& shape = x.shape();

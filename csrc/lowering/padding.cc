@@ -106,6 +106,8 @@ Value pad_backward(Builder& b, Value g, const std::vector<int64_t>& in_shape,
 Rule forward_rule(bool reflect) {
   return [reflect](Context& c) {
     Value x = c.tensor(0);
+    // The CPU has no bool padding kernels: decline, so that it raises its own error.
+    if (x.dtype() == DType::Pred) throw NotLowerable("padding of a bool tensor");
     Value r = pad_forward(c.b, x, c.ints(1), reflect);
     return std::vector<Value>{convert(c.b, reshape(c.b, r, c.out().shape), c.out().dtype)};
   };

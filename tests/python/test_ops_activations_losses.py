@@ -797,3 +797,27 @@ def test_nan_to_num_complex(no_fallbacks):
         check(torch.nan_to_num, z)
         check(lambda z: torch.nan_to_num(z, nan=1.0, posinf=5.0, neginf=-5.0), z)
         check(torch.nan_to_num, z, layout="transposed")
+
+
+# Dtypes the CPU kernels do not implement: the same exception type as on the CPU (the rules
+# decline them, so the CPU fallback raises PyTorch's own error).
+BAD_DTYPE_CASES = [
+    ("elu", F.elu, torch.int64), ("hardsigmoid", F.hardsigmoid, torch.int64), ("hardswish", F.hardswish, torch.bool),
+    ("glu", lambda x: F.glu(x, -1), torch.int64), ("logit", torch.logit, torch.complex64),
+    ("logsigmoid", F.logsigmoid, torch.int64), ("threshold", lambda x: F.threshold(x, 1, 5), torch.bool),
+    ("signbit", torch.signbit, torch.complex64), ("xlogy", lambda x: torch.xlogy(x, x), torch.complex64),
+    ("lcm", lambda x: torch.lcm(x, x), torch.float32), ("shift", lambda x: x << x, torch.float32),
+    ("prelu", lambda x: torch.ops.aten._prelu_kernel(x, x), torch.int64), ("cummax", lambda x: torch.cummax(x, 1), torch.complex64),
+    ("logcumsumexp", lambda x: torch.logcumsumexp(x, 1), torch.int64), ("reflect", lambda x: F.pad(x[None], (1, 1), mode="reflect"), torch.bool),
+    ("bce", lambda x: F.binary_cross_entropy(x, x), torch.int64), ("polar", lambda x: torch.polar(x, x), torch.int64),
+    ("complex", lambda x: torch.complex(x, x), torch.int64), ("floor_divide", lambda x: torch.floor_divide(x, x), torch.bool),
+]
+
+
+@pytest.mark.parametrize("name,f,dtype", BAD_DTYPE_CASES, ids=[c[0] for c in BAD_DTYPE_CASES])
+def test_unsupported_dtype_raises_like_cpu(name, f, dtype):
+    x = torch.tensor([[1, 0, 3, 1]]).to(dtype)
+    with pytest.raises(Exception) as cpu_err:
+        f(x)
+    with pytest.raises(type(cpu_err.value)):
+        f(x.to(DEV))
