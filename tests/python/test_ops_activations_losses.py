@@ -821,3 +821,18 @@ def test_unsupported_dtype_raises_like_cpu(name, f, dtype):
         f(x)
     with pytest.raises(type(cpu_err.value)):
         f(x.to(DEV))
+
+
+def test_compiled_bad_input_raises_like_cpu():
+    import torch._dynamo
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, t: F.binary_cross_entropy(x, t), backend="tpu", fullgraph=True)
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        f(torch.tensor([0.5, 1.5], device=DEV), torch.tensor([1.0, 0.0], device=DEV)).cpu()
+    compare(f(torch.tensor([0.5, 0.25], device=DEV), torch.tensor([1.0, 0.0], device=DEV)),
+            F.binary_cross_entropy(torch.tensor([0.5, 0.25]), torch.tensor([1.0, 0.0])))
+    g = torch.compile(lambda x, t: F.nll_loss(x, t), backend="tpu", fullgraph=True)
+    x = torch.randn(1, 3, 2, 2).log_softmax(1)
+    with pytest.raises(IndexError):
+        g(x.to(DEV), torch.tensor([[[0, 3], [1, 2]]], device=DEV)).cpu()
+    torch._dynamo.reset()
