@@ -9,6 +9,7 @@
 //
 // Element-wise math runs in the "opmath" type like PyTorch's CPU/CUDA kernels: f32 for
 // bf16/f16 tensors, the output type otherwise.
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -134,6 +135,52 @@ std::vector<Value> norm(Context& c) {
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
 
+// Helpers of the unary ops below, matching elementwise.cc's rules for the single-tensor ops.
+Value foreach_trunc(Builder& b, Value x) {
+  if (!is_float(x.dtype())) return x;
+  Value neg = compare(b, x, scalar_like(b, 0, x), "LT");
+  return select(b, neg, hlo::unary(b, "stablehlo.ceil", x), hlo::unary(b, "stablehlo.floor", x));
+}
+Rule float_only(const std::string& op) {  // floor/ceil/round: integers are unchanged
+  return unary([op](Builder& b, Value x) { return is_float(x.dtype()) ? hlo::unary(b, op, x) : x; });
+}
+Rule log_base(double ln_base) {
+  return unary([ln_base](Builder& b, Value x) {
+    return div(b, hlo::unary(b, "stablehlo.log", x), scalar_like(b, ln_base, x));
+  });
+}
+// atan through atan2's half-angle form (XLA:CPU's vectorized atan is wrong for some sizes;
+// see elementwise.cc).
+Value foreach_atan(Builder& b, Value x) {
+  Value one = scalar_like(b, 1, x);
+  Value r = hlo::unary(b, "stablehlo.sqrt", add(b, one, mul(b, x, x)));
+  Value a = mul(b, scalar_like(b, 2, x), hlo::binary(b, "stablehlo.atan2", x, add(b, one, r)));
+  Value huge = compare(b, hlo::unary(b, "stablehlo.abs", x), scalar_like(b, 1e18, x), "GT");
+  return select(b, huge, mul(b, hlo::unary(b, "stablehlo.sign", x), scalar_like(b, M_PI / 2, x)), a);
+}
+
+// _foreach_max(self): the NaN-propagating maximum of each tensor, as a 0-d tensor.
+std::vector<Value> foreach_max(Context& c) {
+  Builder& b = c.b;
+  size_t n = list_size(c, 0);
+  std::vector<Value> out;
+  for (size_t i = 0; i < n; ++i) {
+    const Type& ot = c.out_types[i];
+    Value x = elem(c, 0, i);
+    if (is_complex(x.dtype()) || x.type.numel() == 0) throw NotLowerable("_foreach_max of complex or empty tensors");
+    x = convert(b, x, ot.dtype);
+    std::vector<int64_t> all(x.rank());
+    for (int64_t d = 0; d < x.rank(); ++d) all[d] = d;
+    Value r = x.rank() == 0 ? x : reduce(b, x, all, "max");
+    if (is_float(x.dtype()) && x.rank() > 0) {
+      Value any_nan = reduce(b, compare(b, x, x, "NE"), all, "or");
+      r = select(b, any_nan, constant(b, NAN, x.dtype()), r);
+    }
+    out.push_back(reshape(b, r, ot.shape));
+  }
+  return out;
+}
+
 const Registrar registrar({
     {"_foreach_add.Scalar", binary("stablehlo.add")},
     {"_foreach_add.List", binary("stablehlo.add", true)},
@@ -191,6 +238,29 @@ const Registrar registrar({
        return operand(c, 1, i, t, s);
      })},
     {"_foreach_norm.Scalar", norm},
+    {"_foreach_max", foreach_max},
+    {"_foreach_acos", hlo_unary("chlo.acos")},
+    {"_foreach_asin", hlo_unary("chlo.asin")},
+    {"_foreach_atan", unary(foreach_atan)},
+    {"_foreach_ceil", float_only("stablehlo.ceil")},
+    {"_foreach_cos", hlo_unary("stablehlo.cosine")},
+    {"_foreach_cosh", hlo_unary("chlo.cosh")},
+    {"_foreach_erf", hlo_unary("chlo.erf")},
+    {"_foreach_erfc", hlo_unary("chlo.erfc")},
+    {"_foreach_expm1", hlo_unary("stablehlo.exponential_minus_one")},
+    {"_foreach_floor", float_only("stablehlo.floor")},
+    {"_foreach_frac", unary([](Builder& b, Value x) { return sub(b, x, foreach_trunc(b, x)); })},
+    {"_foreach_lgamma", hlo_unary("chlo.lgamma")},
+    {"_foreach_log10", log_base(M_LN10)},
+    {"_foreach_log1p", hlo_unary("stablehlo.log_plus_one")},
+    {"_foreach_log2", log_base(M_LN2)},
+    {"_foreach_round", float_only("stablehlo.round_nearest_even")},
+    {"_foreach_sigmoid", hlo_unary("stablehlo.logistic")},
+    {"_foreach_sin", hlo_unary("stablehlo.sine")},
+    {"_foreach_sinh", hlo_unary("chlo.sinh")},
+    {"_foreach_tan", hlo_unary("stablehlo.tan")},
+    {"_foreach_tanh", hlo_unary("stablehlo.tanh")},
+    {"_foreach_trunc", unary(foreach_trunc)},
 });
 
 }  // namespace
