@@ -1,0 +1,89 @@
+"""Runs one case on CPU and on tpu (in this process) and classifies the outcome."""
+import math
+import warnings
+
+import torch
+
+from . import classify, optable
+
+NAMESPACE = {"torch": torch, "nan": math.nan, "inf": math.inf}
+
+
+def _build(case, dev):
+    ns = dict(NAMESPACE, dev=dev)
+    for t in case.tensors:
+        exec(t.line("dev"), ns)
+    return ns
+
+
+def _to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, (tuple, list)):
+        return type(x)(_to_cpu(v) for v in x)
+    return x
+
+
+def _run(case, dev):
+    """(result moved to the CPU, {name: base after the call}) or raises what the op raised.
+    On tpu, the results are read back before returning, so errors the device reports at the next
+    host sync (index checks) surface here."""
+    ns = _build(case, dev)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = eval(case.call_code, ns)
+        out = _to_cpu(out)
+        bases = {t.name: ns[t.name + "_base"].cpu() for t in case.tensors}
+        if dev != "cpu":
+            torch.tpu.synchronize()
+    return out, bases
+
+
+def _error(e):
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+
+
+def _fallbacks():
+    import torch_tpu
+    return dict(torch_tpu.metrics.counters()["fallbacks"])
+
+
+def run_case(case, compare=classify.compare):
+    """{'cls': class, 'detail': text}. `compare` is a parameter so tests can break it on purpose."""
+    try:
+        cpu, cpu_bases = _run(case, "cpu")
+        cpu_err = None
+    except Exception as e:  # noqa: BLE001 - any error is a result
+        cpu_err = e
+    before = _fallbacks()
+    try:
+        tpu, tpu_bases = _run(case, "tpu")
+        tpu_err = None
+    except Exception as e:  # noqa: BLE001
+        tpu_err = e
+        try:  # a deferred error may also be pending: clear it for the next case
+            torch.tpu.synchronize()
+        except Exception:  # noqa: BLE001
+            pass
+    after = _fallbacks()
+    fell_back = sorted(op for op, n in after.items() if n != before.get(op, 0))
+    if fell_back:
+        return {"cls": classify.FALLBACK, "detail": "fell back: " + ", ".join(fell_back)}
+    if cpu_err is not None and tpu_err is not None:
+        if type(cpu_err) is type(tpu_err):
+            return {"cls": classify.BOTH_RAISE, "detail": _error(cpu_err)}
+        return {"cls": classify.RAISE_TYPE, "detail": f"CPU {_error(cpu_err)} | tpu {_error(tpu_err)}"}
+    if cpu_err is not None:
+        return {"cls": classify.CPU_RAISE, "detail": f"CPU {_error(cpu_err)}"}
+    if tpu_err is not None:
+        return {"cls": classify.TPU_RAISE, "detail": f"tpu {_error(tpu_err)}"}
+    random_op = optable.is_random(case.op)
+    loose = (1,) if optable.loose_indices(case.op, case.call) else ()
+    try:
+        compare(cpu, tpu, "result", values=not random_op, loose=loose)
+        for name in cpu_bases:
+            compare(cpu_bases[name], tpu_bases[name], f"{name} after the call", values=not random_op,
+                    loose=loose)
+    except classify.Difference as d:
+        return {"cls": d.cls, "detail": d.detail}
+    return {"cls": classify.OK, "detail": ""}

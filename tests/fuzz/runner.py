@@ -1,0 +1,92 @@
+"""Drives worker subprocesses: one case at a time over a pipe, so a crash (the worker dies) or a
+hang (no answer within the timeout) is pinned to exactly one case, recorded, and a fresh worker
+continues with the next case."""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import classify
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Worker:
+    def __init__(self, startup_timeout=120):
+        self.errlog = tempfile.TemporaryFile()
+        env = dict(os.environ, TORCH_TPU_QUIET="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.worker"], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errlog,
+                                     start_new_session=True)
+        if self._read(startup_timeout) is None:
+            raise RuntimeError("fuzz worker did not start: " + self.stderr_tail())
+
+    def _read(self, timeout):
+        """One JSON line, or None on death/timeout (self.dead tells which)."""
+        self.dead = False
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.dead = True
+            return None
+        return json.loads(line)
+
+    def run(self, seed, index, timeout):
+        try:
+            self.proc.stdin.write(f"{seed} {index}\n".encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.dead = True
+            return None
+        return self._read(timeout)
+
+    def stderr_tail(self, n=400):
+        self.errlog.seek(0)
+        text = self.errlog.read().decode(errors="replace")
+        lines = [l for l in text.splitlines() if l.strip() and "Warning:" not in l]
+        return " | ".join(lines[-3:])[-n:]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        self.errlog.close()
+
+
+def run_cases(seed, indices, *, timeout=60.0, progress=None):
+    """{index: result dict}. Results are deterministic for a given seed (timing aside)."""
+    results = {}
+    worker = None
+    t0 = time.time()
+    for n, index in enumerate(indices):
+        if worker is None:
+            worker = Worker()
+        res = worker.run(seed, index, timeout)
+        if res is None:
+            if worker.dead or worker.proc.poll() is not None:
+                worker.proc.wait()
+                code = worker.proc.returncode
+                sig = f"signal {-code}" if code and code < 0 else f"exit code {code}"
+                res = {"cls": classify.CRASH, "detail": f"worker died ({sig}): {worker.stderr_tail()}"}
+            else:
+                res = {"cls": classify.HANG, "detail": f"no result within {timeout:.0f} s"}
+            res["index"] = index
+            worker.kill()
+            worker = None
+        results[index] = res
+        if progress and (n + 1) % progress == 0:
+            print(f"  {n + 1}/{len(indices)} cases, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    if worker is not None:
+        worker.proc.stdin.close()
+        worker.kill()
+    return results
