@@ -25,9 +25,22 @@ class Difference(Exception):
         self.cls, self.detail = cls, detail
 
 
-def compare(cpu, tpu, where="result", *, values=True, loose=()):
+# torch.testing.assert_close's default (rtol, atol) per dtype.
+TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+              torch.complex64: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torch.complex128: (1e-7, 1e-7)}
+
+
+def tolerance(dtypes):
+    """The loosest default tolerance of the floating dtypes involved: an f16 input written to an
+    f64 out= tensor is computed in f16 by PyTorch, and compared at f16 tolerance."""
+    tols = [TOLERANCES[d] for d in dtypes if d in TOLERANCES]
+    return max(tols) if tols else None
+
+
+def compare(cpu, tpu, where="result", *, values=True, loose=(), tol=None):
     """Raises Difference for the first difference of two results (tensors, sequences, scalars).
-    `loose` lists top-level output positions compared by shape and dtype only."""
+    `loose` lists top-level output positions compared by shape and dtype only; `tol` is an
+    (rtol, atol) floor over the per-dtype defaults."""
     if isinstance(cpu, torch.Tensor):
         if not isinstance(tpu, torch.Tensor):
             raise Difference(SHAPE, f"{where}: CPU gives a tensor, tpu {type(tpu).__name__}")
@@ -39,8 +52,12 @@ def compare(cpu, tpu, where="result", *, values=True, loose=()):
             t = tpu.cpu() if tpu.device.type != "cpu" else tpu
             c = cpu.resolve_conj().resolve_neg()
             t = t.resolve_conj().resolve_neg()
+            kw = {}
+            if tol is not None and c.dtype in TOLERANCES:
+                rtol, atol = max(tol, TOLERANCES[c.dtype])
+                kw = dict(rtol=rtol, atol=atol)
             try:
-                torch.testing.assert_close(t, c, equal_nan=True, check_stride=False, check_device=False)
+                torch.testing.assert_close(t, c, equal_nan=True, check_stride=False, check_device=False, **kw)
             except AssertionError as e:
                 msg = str(e).strip().splitlines()
                 raise Difference(MISMATCH, f"{where}: " + "; ".join(m.strip() for m in msg[:4])) from None
@@ -49,7 +66,7 @@ def compare(cpu, tpu, where="result", *, values=True, loose=()):
         if not isinstance(tpu, (tuple, list)) or len(cpu) != len(tpu):
             raise Difference(SHAPE, f"{where}: {len(cpu)} outputs on CPU, tpu gives {type(tpu).__name__}")
         for i, (c, t) in enumerate(zip(cpu, tpu)):
-            compare(c, t, f"{where}[{i}]", values=values and i not in loose)
+            compare(c, t, f"{where}[{i}]", values=values and i not in loose, tol=tol)
         return
     if isinstance(cpu, (bool, int, float, complex)):
         if type(cpu) is not type(tpu):

@@ -79,11 +79,12 @@ def run_case(case, compare=classify.compare):
         return {"cls": classify.TPU_RAISE, "detail": f"tpu {_error(tpu_err)}"}
     random_op = optable.is_random(case.op)
     loose = (1,) if optable.loose_indices(case.op, case.call) else ()
+    tol = classify.tolerance({t.dtype for t in cpu_bases.values()})
     try:
-        compare(cpu, tpu, "result", values=not random_op, loose=loose)
+        compare(cpu, tpu, "result", values=not random_op, loose=loose, tol=tol)
         for name in cpu_bases:
             compare(cpu_bases[name], tpu_bases[name], f"{name} after the call", values=not random_op,
-                    loose=loose)
+                    loose=loose, tol=tol)
     except classify.Difference as d:
         return {"cls": d.cls, "detail": d.detail}
     return {"cls": classify.OK, "detail": ""}

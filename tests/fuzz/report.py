@@ -14,8 +14,11 @@ def repro(case, result) -> str:
     lines += [f"    out = {case.call_code}",
               f"    torch.tpu.synchronize() if dev == 'tpu' else None",
               f"    return out, [{', '.join(t.name + '_base' for t in case.tensors)}]",
-              "print(run('cpu'))",
-              "print(run('tpu'))"]
+              "for dev in ('cpu', 'tpu'):",
+              "    try:",
+              "        print(dev, run(dev))",
+              "    except Exception as e:",
+              "        print(dev, 'raised', type(e).__name__, e)"]
     return "\n".join(lines)
 
 

@@ -15,8 +15,16 @@ def main():
     from . import classify, execute
     from .cases import make_case
     proto.write(json.dumps({"ready": True}) + "\n")
+    # Test hooks (tests/python/test_fuzz_slice.py): die or hang on one case index.
+    crash_on = os.environ.get("FUZZ_TEST_CRASH_ON")
+    hang_on = os.environ.get("FUZZ_TEST_HANG_ON")
     for line in sys.stdin:
         seed, index = map(int, line.split())
+        if crash_on is not None and index == int(crash_on):
+            os.abort()
+        if hang_on is not None and index == int(hang_on):
+            import time
+            time.sleep(3600)
         try:
             case = make_case(seed, index)
             res = execute.run_case(case)
