@@ -37,9 +37,9 @@ class Case:
 class _Builder:
     """Per-case state: the main shape and dtype, the tensors made so far, the symbol sizes."""
 
-    def __init__(self, rng, op):
-        self.rng, self.op = rng, op
-        self.dtype = pick_dtype(rng)
+    def __init__(self, rng, op, plain=False):
+        self.rng, self.op, self.plain = rng, op, plain
+        self.dtype = "float32" if plain else pick_dtype(rng)
         nd = rng.choices([0, 1, 2, 3, 4], weights=[1, 3, 4, 3, 1])[0]
         self.shape = [self.size() for _ in range(nd)]
         self.tensors = []
@@ -88,11 +88,11 @@ class _Builder:
         else:
             if argname in MASK_NAMES:
                 dtype = "bool"
-            elif rng.random() < 0.85 or write:
+            elif rng.random() < 0.85 or write or self.plain:
                 dtype = self.dtype
             else:
                 dtype = rng.choice(ALL_DTYPES)
-            t = make_tensor(rng, name, shape, dtype, allow_overlap=not write)
+            t = make_tensor(rng, name, shape, dtype, allow_overlap=not write, plain=self.plain)
         self.tensors.append(t)
         if self.first is None:
             self.first = shape
@@ -105,11 +105,11 @@ class _Builder:
         if argname in ("indices", "max_values", "min_indices") or argname.endswith("indices"):
             dtype = "int64"
         else:
-            dtype = self.dtype if rng.random() < 0.8 else rng.choice(ALL_DTYPES)
+            dtype = self.dtype if rng.random() < 0.8 or self.plain else rng.choice(ALL_DTYPES)
         if rng.random() < 0.5 or self.first is None:
             t = make_tensor(rng, name, [0], dtype, contiguous=True)
         else:
-            t = make_tensor(rng, name, list(self.first), dtype, allow_overlap=False)
+            t = make_tensor(rng, name, list(self.first), dtype, allow_overlap=False, plain=self.plain)
         self.tensors.append(t)
         return name
 
@@ -150,6 +150,13 @@ class _Builder:
             if rng.random() < (0.5 if arg.has_default_value() else 0.3):
                 return "None"
             return self.value(arg, inner)
+        # ScalarType, MemoryFormat and Layout arguments have schema type `int`.
+        if name == "dtype" and t == "int":
+            return f"torch.{rng.choice(ALL_DTYPES)}"
+        if name == "memory_format" and t == "int":
+            return rng.choice(["torch.contiguous_format", "torch.preserve_format", "torch.channels_last"])
+        if name == "layout" and t == "int":
+            return "torch.strided"
         if t == "Tensor":
             if write and arg.kwarg_only:
                 return self.out_tensor(name)
@@ -180,6 +187,8 @@ class _Builder:
             return repr(rng.choice([c for c in choices if c is not None] or choices))
         if t == "ScalarType":
             return f"torch.{rng.choice(ALL_DTYPES)}"
+        if t == "Device" and self.plain:
+            return "dev"  # factories build on the device under test (execute.py defines dev)
         if t in ("Layout", "Device", "MemoryFormat", "Generator"):
             if arg.has_default_value():
                 return "None"
@@ -274,12 +283,13 @@ def build_call(b: _Builder, sch):
     return ", ".join(pos + kw)
 
 
-def make_case(seed: int, index: int, ops=None) -> Case:
+def make_case(seed: int, index: int, ops=None, plain=False) -> Case:
+    """`plain`: float32 contiguous inputs without special values (tools/gen_op_coverage.py)."""
     rng = random.Random(f"{seed}:{index}")
     ops = ops or optable.fuzzable_ops()
     for _ in range(20):
         op = rng.choice(ops)
-        b = _Builder(rng, op)
+        b = _Builder(rng, op, plain)
         try:
             call = build_call(b, optable.schema(op))
         except Unsupported:

@@ -14,6 +14,9 @@ from pathlib import Path
 from . import classify
 
 ROOT = Path(__file__).resolve().parents[2]
+# A worker above this resident size is killed and its case recorded as a crash (memory blowup):
+# the machine running the fuzzer is shared.
+MAX_RSS_GB = float(os.environ.get("FUZZ_MAX_RSS_GB", 3))
 
 
 class Worker:
@@ -29,12 +32,26 @@ class Worker:
         if self._read(startup_timeout) is None:
             raise RuntimeError("fuzz worker did not start: " + self.stderr_tail())
 
+    def rss_gb(self):
+        try:
+            with open(f"/proc/{self.proc.pid}/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+        except (OSError, ValueError):
+            return 0.0
+
     def _read(self, timeout):
-        """One JSON line, or None on death/timeout (self.dead tells which)."""
-        self.dead = False
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            return None
+        """One JSON line, or None on death/timeout/too much memory (self.dead, self.oom tell)."""
+        self.dead = self.oom = False
+        deadline = time.time() + timeout
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(0.5, max(deadline - time.time(), 0)))
+            if ready:
+                break
+            if self.rss_gb() > MAX_RSS_GB:
+                self.oom = True
+                return None
+            if time.time() >= deadline:
+                return None
         line = self.proc.stdout.readline()
         if not line:
             self.dead = True
@@ -53,7 +70,8 @@ class Worker:
     def stderr_tail(self, n=400):
         self.errlog.seek(0)
         text = self.errlog.read().decode(errors="replace")
-        lines = [l for l in text.splitlines() if l.strip() and "Warning:" not in l]
+        lines = [l for l in text.splitlines()
+                 if l.strip() and not any(s in l for s in ("Warning:", "absl", "pjrt_c_api_cpu"))]
         return " | ".join(lines[-3:])[-n:]
 
     def kill(self):
@@ -76,7 +94,10 @@ def run_cases(seed, indices, *, timeout=60.0, progress=None):
             worker = Worker()
         res = worker.run(seed, index, timeout)
         if res is None:
-            if worker.dead or worker.proc.poll() is not None:
+            worker.proc.poll()
+            if worker.oom:
+                res = {"cls": classify.CRASH, "detail": f"worker above {MAX_RSS_GB} GB resident memory (killed)"}
+            elif worker.dead or worker.proc.poll() is not None:
                 worker.proc.wait()
                 code = worker.proc.returncode
                 sig = f"signal {-code}" if code and code < 0 else f"exit code {code}"

@@ -150,8 +150,8 @@ class TensorSpec:
         return f"{self.name}_base = {self.base_code}.to({dev}); {self.name} = {self.name}_base{self.view_code}"
 
 
-def make_tensor(rng, name, shape, dtype, *, index_bound=None, allow_overlap=True, contiguous=False):
-    if contiguous:
+def make_tensor(rng, name, shape, dtype, *, index_bound=None, allow_overlap=True, contiguous=False, plain=False):
+    if contiguous or plain:
         base, view = list(shape), ""
     else:
         base, view = view_chain(rng, shape, dtype, allow_overlap)
@@ -159,5 +159,5 @@ def make_tensor(rng, name, shape, dtype, *, index_bound=None, allow_overlap=True
     if index_bound is not None:
         lit = index_literal(rng, base, dtype, index_bound)
     else:
-        lit = literal(rng, base, dtype, special_p=rng.choice([0.0, 0.05, 0.2]))
+        lit = literal(rng, base, dtype, special_p=0.0 if plain else rng.choice([0.0, 0.05, 0.2]))
     return TensorSpec(name, lit, view)
