@@ -100,6 +100,7 @@ bench-llm: setup
 
 docs: setup
 	TORCH_TPU_QUIET=1 $(PY) tools/gen_ops_table.py > docs/supported_ops.md
+	TORCH_TPU_QUIET=1 $(PY) tools/gen_op_coverage.py > docs/op_coverage.md
 
 clean:
 	rm -rf build build-cpp $(VENV) torch_tpu/_C*.so *.egg-info

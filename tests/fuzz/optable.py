@@ -82,6 +82,15 @@ def fuzzable_ops():
     return ops
 
 
+@functools.lru_cache(maxsize=None)
+def families(ops: tuple):
+    """{family name: [ops]} for `base_name` families."""
+    out = {}
+    for op in ops:
+        out.setdefault(base_name(op), []).append(op)
+    return out
+
+
 def schema(op: str):
     return packet(op)._schema
 
