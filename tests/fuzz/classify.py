@@ -59,8 +59,8 @@ def compare(cpu, tpu, where="result", *, values=True, loose=(), tol=None):
             try:
                 torch.testing.assert_close(t, c, equal_nan=True, check_stride=False, check_device=False, **kw)
             except AssertionError as e:
-                msg = str(e).strip().splitlines()
-                raise Difference(MISMATCH, f"{where}: " + "; ".join(m.strip() for m in msg[:4])) from None
+                msg = [m.strip() for m in str(e).strip().splitlines() if m.strip()]
+                raise Difference(MISMATCH, f"{where}: " + "; ".join(msg[:4])) from None
         return
     if isinstance(cpu, (tuple, list)):
         if not isinstance(tpu, (tuple, list)) or len(cpu) != len(tpu):
