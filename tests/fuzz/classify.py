@@ -20,9 +20,9 @@ ALL = (CRASH, HANG, MISMATCH, DTYPE, SHAPE, TPU_RAISE, CPU_RAISE, RAISE_TYPE, FA
 
 
 class Difference(Exception):
-    def __init__(self, cls, detail):
+    def __init__(self, cls, detail, where="", cpu=None, tpu=None):
         super().__init__(detail)
-        self.cls, self.detail = cls, detail
+        self.cls, self.detail, self.where, self.cpu, self.tpu = cls, detail, where, cpu, tpu
 
 
 # torch.testing.assert_close's default (rtol, atol) per dtype.
@@ -60,7 +60,7 @@ def compare(cpu, tpu, where="result", *, values=True, loose=(), tol=None):
                 torch.testing.assert_close(t, c, equal_nan=True, check_stride=False, check_device=False, **kw)
             except AssertionError as e:
                 msg = [m.strip() for m in str(e).strip().splitlines() if m.strip()]
-                raise Difference(MISMATCH, f"{where}: " + "; ".join(msg[:4])) from None
+                raise Difference(MISMATCH, f"{where}: " + "; ".join(msg[:4]), where, c, t) from None
         return
     if isinstance(cpu, (tuple, list)):
         if not isinstance(tpu, (tuple, list)) or len(cpu) != len(tpu):
