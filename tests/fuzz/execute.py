@@ -114,8 +114,9 @@ def _annotate(case, d):
         # PyTorch's CPU rounds half-precision intermediates where we compute in float32 and
         # round once: excused when the tpu value is at least as close to a float64 reference.
         up = type(case)(case.seed, case.index, case.op,
-                        [type(t)(t.name, re.sub(r"dtype=torch\.(float16|bfloat16)", "dtype=torch.float64",
-                                                t.base_code), t.view_code) for t in case.tensors], case.call)
+                        [type(t)(t.name, f"({t.base_code}).to(torch.float64)"
+                                 if re.search(r"dtype=torch\.(float16|bfloat16)\)", t.base_code) else t.base_code,
+                                 t.view_code) for t in case.tensors], case.call)
         try:
             ref = _pick(d.where, *_run(up, "cpu")).to(torch.float64)
         except Exception:  # noqa: BLE001
