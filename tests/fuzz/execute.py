@@ -105,6 +105,25 @@ def _pick(where, out, bases):
     return bases[where.split()[0]]
 
 
+COPYING = {"slice_scatter", "select_scatter", "index_put", "_index_put_impl", "index_copy", "copy", "masked_scatter",
+           "scatter", "scatter_add", "scatter_reduce", "_foreach_copy", "fill", "masked_fill", "index_add", "where",
+           "cat", "stack", "clone", "lerp", "addcmul", "addcdiv"}
+INDEX_RESULTS = {"max_pool2d_with_indices", "sort", "topk", "argmax", "argmin", "max", "min", "nonzero_static"}
+
+
+def _converts_to_int(case, where):
+    """Whether the differing integer tensor can hold float values converted to it: an integer
+    tensor written in place or as out=, a `dtype=` argument, or an op copying values in."""
+    name = optable.base_name(case.op)
+    if name in INDEX_RESULTS:
+        return False
+    if not where.startswith("result") or "out=" in case.call or optable.split(case.op)[0].endswith("_"):
+        return True
+    if re.search(r"dtype=torch\.(u?int|bool)", case.call):
+        return True
+    return name in COPYING
+
+
 def _annotate(case, d):
     """Marks value differences that known_limits.py may excuse (docs/limits.md)."""
     if d.cls != classify.MISMATCH or d.cpu is None:
@@ -130,7 +149,8 @@ def _annotate(case, d):
             ok = same | (ref.isnan() & t.isnan()) | (~ref.isnan() & ~t.isnan() & (err_t <= err_c))
             if bool(ok.all()):
                 return " " + HALF_CLOSER
-    if not cpu.dtype.is_floating_point and not cpu.dtype.is_complex and cpu.dtype != torch.bool:
+    if (not cpu.dtype.is_floating_point and not cpu.dtype.is_complex and cpu.dtype != torch.bool
+            and _converts_to_int(case, d.where)):
         info = torch.iinfo(cpu.dtype)
         for t in case.tensors:
             if not re.search(r"dtype=torch\.(float|bfloat|complex)", t.base_code):
