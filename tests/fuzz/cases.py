@@ -153,6 +153,8 @@ class _Builder:
         # ScalarType, MemoryFormat and Layout arguments have schema type `int`.
         if name == "dtype" and t == "int":
             return f"torch.{rng.choice(ALL_DTYPES)}"
+        if name.endswith("_dtype") and t == "int":  # _softmax_backward_data's input_dtype
+            return f"torch.{rng.choice(FLOAT_DTYPES)}"
         if name == "memory_format" and t == "int":
             return rng.choice(["torch.contiguous_format", "torch.preserve_format", "torch.channels_last"])
         if name == "layout" and t == "int":
