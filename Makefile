@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin bench bench-compile bench-llm bench-diffusion bench-parallel docs clean
+.PHONY: setup build demo quickstart test test-cpp test-python test-oldest-plugin fuzz bench bench-compile bench-llm bench-diffusion bench-parallel docs clean
 
 setup: $(STAMP) build
 
@@ -72,6 +72,13 @@ test-oldest-plugin: setup
 	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PY) -m pytest -q tests/python \
 	  $(foreach f,$(MODEL_SUITES),--ignore=tests/python/$(f))
 
+# Differential fuzzing, CPU vs tpu (tests/fuzz): random calls of the lowered ops; prints the
+# summary by class and op, and a repro per failing case. `make test` runs a 300-case slice.
+FUZZ_CASES ?= 20000
+FUZZ_SEED ?= 0
+fuzz: setup
+	TORCH_TPU_QUIET=1 $(PY) -m tests.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
+
 bench: setup
 	$(PY) benchmarks/run.py
 
@@ -93,6 +100,7 @@ bench-llm: setup
 
 docs: setup
 	TORCH_TPU_QUIET=1 $(PY) tools/gen_ops_table.py > docs/supported_ops.md
+	TORCH_TPU_QUIET=1 $(PY) tools/gen_op_coverage.py > docs/op_coverage.md
 
 clean:
 	rm -rf build build-cpp $(VENV) torch_tpu/_C*.so *.egg-info
