@@ -168,6 +168,12 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
 
 Value broadcast_to(Builder& b, Value x, const std::vector<int64_t>& shape) {
   if (x.shape() == shape) return x;
+  bool ok = x.shape().size() <= shape.size();
+  for (size_t i = 0; ok && i < x.shape().size(); ++i) {
+    int64_t from = x.shape()[x.shape().size() - 1 - i];
+    ok = from == 1 || from == shape[shape.size() - 1 - i];
+  }
+  if (!ok) throw std::invalid_argument("cannot broadcast " + x.type.str() + " to shape " + Type(x.dtype(), shape).str());
   // Drop size-1 dims that get expanded, then broadcast the rest in place.
   size_t offset = shape.size() - x.shape().size();
   std::vector<int64_t> kept_shape, dims;

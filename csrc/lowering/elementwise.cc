@@ -120,27 +120,18 @@ Value python_remainder(Builder& b, Value x, Value y) {
   return select(b, fix, add(b, r, y), r);
 }
 
-Value floor_divide(Builder& b, Value x, Value y) {
-  if (is_float(x.dtype())) return unary(b, "stablehlo.floor", div(b, x, y));
-  Value q = div(b, x, y);  // truncates
-  Value r = binary(b, "stablehlo.remainder", x, y);
-  Value zero = scalar_like(b, 0, r);
-  Value adjust = binary(b, "stablehlo.and", compare(b, r, zero, "NE"),
-                        compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE"));
-  return select(b, adjust, sub(b, q, scalar_like(b, 1, q)), q);
-}
-
 std::vector<Value> div_mode(Context& c) {
   std::string mode = c.has(2) ? c.arg(2).s : "";
   if (mode.empty()) {
     DType t = out_math(c);
     return {div(c.b, operand(c, 0, t), operand(c, 1, t))};
   }
+  // Floor division as the CPU computes it (from fmod: 1 // 0.1 == 9, inf // 2 is NaN).
+  if (mode == "floor") return find_rule("floor_divide")->operator()(c);
   DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   assert_nonzero_integer_divisor(c.b, y);
-  Value r = mode == "trunc" ? (is_float(t) ? trunc(c.b, div(c.b, x, y)) : div(c.b, x, y))
-                            : floor_divide(c.b, x, y);
+  Value r = is_float(t) ? trunc(c.b, div(c.b, x, y)) : div(c.b, x, y);
   return {convert(c.b, r, c.out().dtype)};
 }
 
@@ -195,6 +186,12 @@ std::vector<Value> clamp(Context& c) {
   if (c.has(1)) x = nan_propagating(c.b, "stablehlo.maximum", x, operand(c, 1, t));
   if (c.has(2)) x = nan_propagating(c.b, "stablehlo.minimum", x, operand(c, 2, t));
   return {x};
+}
+
+// clamp_min(self, min): its out= variant passes `out` as argument 2, so not the clamp rule.
+std::vector<Value> clamp_min(Context& c) {
+  DType t = out_math(c);
+  return {nan_propagating(c.b, "stablehlo.maximum", operand(c, 0, t), operand(c, 1, t))};
 }
 
 std::vector<Value> clamp_max(Context& c) {
@@ -308,7 +305,10 @@ Value sign(Builder& b, Value x) {
   if (is_unsigned(x.dtype())) {
     return convert(b, compare(b, x, scalar_like(b, 0, x), "NE"), x.dtype());
   }
-  return unary(b, "stablehlo.sign", x);
+  Value s = unary(b, "stablehlo.sign", x);
+  if (!is_float(x.dtype())) return s;
+  // sign(NaN) is 0 on the CPU ((0 < x) - (x < 0)); stablehlo.sign keeps the NaN.
+  return select(b, compare(b, x, x, "NE"), scalar_like(b, 0, x), s);
 }
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
@@ -404,7 +404,7 @@ const Registrar registrar({
     {"masked_fill.Scalar", masked_fill},
     {"masked_fill.Tensor", masked_fill},
     {"clamp", clamp}, {"clamp.Tensor", clamp},
-    {"clamp_min", clamp}, {"clamp_min.Tensor", clamp},
+    {"clamp_min", clamp_min}, {"clamp_min.Tensor", clamp_min},
     {"clamp_max", clamp_max}, {"clamp_max.Tensor", clamp_max},
     {"abs", [](Context& c) {
        Value z = c.tensor(0);

@@ -5,7 +5,7 @@
 // order: params, grads (unscaled by grad_scale), then the state lists. Their `float` arguments
 // (lr, betas, eps, weight decay, momentum) are runtime values (the op adapter table,
 // engine/eager/op_adapters.cc), so a learning-rate schedule never recompiles. Element-wise math
-// runs in the opmath type, like PyTorch's fused kernels; with found_inf set (AMP found an
+// runs in the opmath type, like PyTorch's fused kernels; with found_inf == 1 (AMP found an
 // inf/NaN gradient) nothing is written, as in those kernels.
 #include <initializer_list>
 #include <stdexcept>
@@ -50,7 +50,7 @@ Value scalar(Context& c, Value v, Value x) { return broadcast_in_dim(c.b, conver
 struct Prologue {
   Value unscaled;  // written back to the grads
   Value grad;      // used by the update (negated with maximize)
-  Value skip;      // found_inf != 0, broadcast to the element shape (or unset)
+  Value skip;      // found_inf == 1, broadcast to the element shape (or unset)
 };
 
 Prologue prologue(Context& c, Value grad, DType t, bool maximize, size_t grad_scale, size_t found_inf) {
@@ -60,7 +60,8 @@ Prologue prologue(Context& c, Value grad, DType t, bool maximize, size_t grad_sc
   p.grad = maximize ? hlo::unary(c.b, "stablehlo.negate", p.unscaled) : p.unscaled;
   if (c.has(found_inf)) {
     Value inf = convert(c.b, c.tensor(found_inf), t);
-    p.skip = broadcast_in_dim(c.b, compare(c.b, reshape(c.b, inf, {}), constant(c.b, 0, t), "NE"), p.grad.shape(), {});
+    // PyTorch's fused kernels (CPU and CUDA) skip the step only when found_inf == 1.
+    p.skip = broadcast_in_dim(c.b, compare(c.b, reshape(c.b, inf, {}), constant(c.b, 1, t), "EQ"), p.grad.shape(), {});
   }
   return p;
 }

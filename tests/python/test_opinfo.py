@@ -17,9 +17,16 @@ DTYPES = [torch.float32, torch.bfloat16, torch.complex64, torch.int64, torch.int
 # Documented exceptions to PyTorch's default tolerances, by OpInfo name ("name.variant").
 TOLERANCES = {
 }
-# OpInfos whose samples still reach the CPU fallback on tpu for some dtype, and why
+# OpInfos whose samples still reach the CPU fallback on tpu, for which dtypes, and why
 # (docs/limits.md). Every other case asserts zero fallbacks.
+C64 = {torch.complex64}
 FALLBACKS = {
+    "atan": (C64, "complex atan is not lowered (the real rule's half-angle form needs atan2)"),
+    "logsumexp": (C64, "complex logsumexp is not lowered"),
+    "masked.logsumexp": (C64, "complex logsumexp is not lowered"),
+    "linalg.solve_triangular": (C64, "complex triangular solves are not lowered"),
+    "scatter_reduce.mean": ({torch.int64, torch.int32, torch.uint8}, "integer scatter_reduce mean (floor division of sums) is not lowered"),
+    "nn.functional.embedding": (None, "max_norm samples run embedding_renorm_, which is not lowered"),
 }
 MAX_SAMPLES = 8
 # Ops whose result dtypes follow PyTorch's meta kernels (as on CUDA) where the CPU kernel differs:
@@ -158,7 +165,8 @@ def test_matches_cpu(op, dtype):
         before = _fallbacks()
         actual = op(tpu_sample[0], *tpu_sample[1], **tpu_sample[2])
         fell_back = {k: v - before.get(k, 0) for k, v in _fallbacks().items() if v != before.get(k, 0)}
-        assert not fell_back or name in FALLBACKS, f"{name} sample {i}: CPU fallback {fell_back}"
+        allowed = name in FALLBACKS and (FALLBACKS[name][0] is None or dtype in FALLBACKS[name][0])
+        assert not fell_back or allowed, f"{name} sample {i}: CPU fallback {fell_back}"
         if op.name in TIED_INDICES and isinstance(expected, tuple):
             _compare_tied(sample.input, actual, expected, dtype, f"{name} sample {i}")
             checked += 1

@@ -232,3 +232,19 @@ def test_out_of_a_wider_dtype_rounds_to_the_inputs_dtype_first(dtype):
         expected = f(a, b, torch.empty(257))
         actual = f(a.to("tpu"), b.to("tpu"), torch.empty(257, device="tpu"))
         torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_clamp_min_max_out_variants(dtype):
+    """clamp_min/clamp_max out= (and Tensor bounds) into empty and preallocated outs: the out
+    tensor is an argument after the bound and must not be read as a second bound."""
+    a = sample((7,), dtype, seed=1)
+    b = sample((7,), dtype, seed=2)
+    for f in (torch.clamp_min, torch.clamp_max):
+        for bound in (b, b[0].item()):
+            expected = f(a, bound)
+            for out in (torch.empty(0, dtype=dtype, device="tpu"), torch.ones(7, dtype=dtype, device="tpu")):
+                bound_dev = bound.to("tpu") if isinstance(bound, torch.Tensor) else bound
+                result = f(a.to("tpu"), bound_dev, out=out)
+                assert result is out
+                torch.testing.assert_close(out.cpu(), expected)

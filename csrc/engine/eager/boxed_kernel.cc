@@ -74,13 +74,17 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
       // at::native::resize_output; then the op runs again on the tpu. Others take the CPU
       // path, which resizes them with PyTorch's own warning.
       size_t first = stack->size() - num_args;
+      auto target = [&](const OutputsNeedResize::Resize& rs) {
+        const c10::IValue& v = (*stack)[first + rs.arg];
+        return rs.elem < 0 ? v.toTensor() : v.toTensorList().get(rs.elem);
+      };
       bool all_empty = true;
-      for (const auto& [arg, sizes] : r.resizes) all_empty &= (*stack)[first + arg].toTensor().numel() == 0;
+      for (const auto& rs : r.resizes) all_empty &= target(rs).numel() == 0;
       if (!all_empty) {
         cpu_fallback(op, stack);
         return;
       }
-      for (const auto& [arg, sizes] : r.resizes) (*stack)[first + arg].toTensor().resize_(sizes);
+      for (const auto& rs : r.resizes) target(rs).resize_(rs.sizes);
       boxed_kernel(op, ks, stack);
       return;
     } catch (const lowering::NotLowerable&) {

@@ -112,6 +112,13 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   size_t first = stack.size() - num_args;
   for (size_t a = 0; a < num_args; ++a) meta_stack.push_back(to_meta(stack[first + a]));
   check_in_place_result_type(op, meta_stack);
+  // Ops that return nothing (_foreach_X.out) resize their out= lists in the meta kernel too.
+  std::vector<std::pair<int, c10::IValue>> written_lists;
+  if (schema.returns().empty()) {
+    for (size_t a = 0; a < num_args; ++a) {
+      if (is_write_arg(schema.arguments()[a]) && meta_stack[a].isTensorList()) written_lists.emplace_back(static_cast<int>(a), meta_stack[a]);
+    }
+  }
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   } catch (const c10::NotImplementedError& e) {
@@ -174,7 +181,7 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       if (meta_out.isTensor() && stack[first + arg].isTensor()) {
         const at::Tensor& real = stack[first + arg].toTensor();
         if (real.defined() && real.sizes() != meta_out.toTensor().sizes()) {
-          resize.resizes.push_back({arg, meta_out.toTensor().sizes().vec()});
+          resize.resizes.push_back({arg, -1, meta_out.toTensor().sizes().vec()});
         }
       }
       continue;
@@ -199,6 +206,13 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       out.targets.push_back(std::move(t));
     }
     out.return_sizes.push_back(static_cast<int>(outs.size()));
+  }
+  for (const auto& [arg, meta_list] : written_lists) {
+    std::vector<at::Tensor> metas = meta_list.toTensorVector();
+    std::vector<at::Tensor> reals = stack[first + arg].toTensorVector();
+    for (size_t e = 0; e < metas.size() && e < reals.size(); ++e) {
+      if (metas[e].sizes() != reals[e].sizes()) resize.resizes.push_back({arg, static_cast<int>(e), metas[e].sizes().vec()});
+    }
   }
   if (!resize.resizes.empty()) throw resize;
   out.compute_dtype = promoted_dtype(schema, call);

@@ -32,7 +32,12 @@ struct OpOutputs {
 
 // Out= tensors whose shape the op changes: the caller resizes them and calls again.
 struct OutputsNeedResize {
-  std::vector<std::pair<int, std::vector<int64_t>>> resizes;  // (argument index, sizes)
+  struct Resize {
+    int arg;                     // argument index
+    int elem;                    // list element, -1 for a tensor argument
+    std::vector<int64_t> sizes;  // what the meta kernel resized its copy to
+  };
+  std::vector<Resize> resizes;
 };
 
 // Runs the meta kernel. Throws OutputsNeedResize, lowering::NotLowerable (no meta kernel, or
