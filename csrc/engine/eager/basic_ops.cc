@@ -115,7 +115,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   }
   if (!dst.is_privateuseone()) {  // device -> host
     TORCH_CHECK(dst.device().is_cpu(), "copy_: cannot copy from ", self.device(), " to ", dst.device());
-    dst.copy_(to_cpu(self));
+    at::Tensor host = to_cpu(self);
+    host._set_conj(self.is_conj());  // the CPU copy_ applies lazy conj/neg bits
+    host._set_neg(self.is_neg());
+    dst.copy_(host);
     return dst;
   }
   if (self.device() != dst.device()) {  // device -> other device
@@ -191,11 +194,31 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   bool same_device = src.device() == dst.device() || (src.device().is_cpu() && src.dim() == 0);
   if (same_device) {
     run_op(op, stack);
-    return;
+  } else {
+    torch::jit::drop(*stack, 3);
+    copy_from(src, dst, false);
+    stack->push_back(dst);
   }
-  torch::jit::drop(*stack, 3);
-  copy_from(src, dst, false);
-  stack->push_back(dst);
+  // Lazy conj/neg bits (z.conj(), torch.fft.ihfft) are applied by copy_, as in at::native::copy_
+  // (the Conjugate/Negative fallbacks pass copy_ through to us). The copies above move the raw
+  // values; a CPU destination gets the bits through to_cpu's result instead (copy_from).
+  if (dst.is_privateuseone() && (src.device() == dst.device() || src.device().is_cpu())) {
+    if (src.is_conj() != dst.is_conj()) dst.conj_physical_();
+    if (src.is_neg() != dst.is_neg()) dst.neg_();
+  }
+}
+
+// clone is how PyTorch's Conjugate/Negative fallbacks materialise a lazily conjugated or
+// negated input before any other op (at::clone): the lowered clone moves the raw values, then
+// the bits are applied to the new tensor.
+void clone_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 2].toTensor();
+  bool conj = self.is_conj(), negated = self.is_neg();
+  run_op(op, stack);
+  if (!conj && !negated) return;
+  at::Tensor out = stack->back().toTensor();
+  if (conj) out.conj_physical_();
+  if (negated) out.neg_();
 }
 
 // Module.to("tpu") converts parameters in place (param.data = converted, identity and weight
@@ -214,7 +237,7 @@ const std::set<std::string>& explicit_kernels() {
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
       "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
-      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex"};
+      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex", "clone"};
   return names;
 }
 
@@ -247,6 +270,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_kernel>());
+  m.impl("clone", torch::CppFunction::makeFromBoxedFunction<&clone_kernel>());
 }
 
 }  // namespace tpu::engine
