@@ -48,9 +48,16 @@ ScatterDims point_scatter() {
   return d;
 }
 
+void require_long(Value idx, const char* op) {
+  if (idx.dtype() != DType::S64) {
+    throw std::runtime_error(std::string(op) + "(): Expected a long tensor for index, but got " + mlir_name(idx.dtype()));
+  }
+}
+
 // take(self, index): self.flatten()[index].
 std::vector<Value> take(Context& c) {
   Builder& b = c.b;
+  require_long(c.tensor(1), "take");
   Value x = c.tensor(0);
   const Type& out = c.out();
   int64_t n = x.type.numel(), k = out.numel();
@@ -71,9 +78,10 @@ std::vector<Value> put(Context& c) {
   const Type& out = c.out();
   Value x = convert(b, c.tensor(0), out.dtype);
   Value src = c.tensor(2);
+  require_long(c.tensor(1), "put_");
   int64_t n = out.numel(), k = c.tensor(1).type.numel();
   if (src.type.numel() != k) {
-    throw std::runtime_error("put_(): Expected source and index to have the same number of elements, but got source.numel() = " +
+    throw std::out_of_range("put_(): Expected source and index to have the same number of elements, but got source.numel() = " +
                              std::to_string(src.type.numel()) + ", index.numel() = " + std::to_string(k));
   }
   bool accumulate = c.has(3) && c.bool_arg(3);

@@ -97,7 +97,7 @@ def test_take(dtype):
     idx = torch.tensor([[0, -1, 14], [7, -15, 3]])
     check(lambda a, i: torch.take(a, i), x, idx)
     check(lambda a, i: torch.take(a.T, i), x, idx)  # non-contiguous: row-major order of the view
-    check(lambda a, i: torch.take(a, i), x, idx.int())
+    raises_like_cpu(lambda a, i: torch.take(a, i), x, idx.int())  # long indices only
     check(lambda a, i: torch.take(a, i), x, torch.zeros(0, dtype=torch.long))
     check(lambda a, i: torch.take(a, i), torch.tensor(3.0), torch.tensor(0))
 
@@ -127,6 +127,7 @@ def test_take_put_out_of_range_raise():
     raises_like_cpu(lambda a, i, s: a.clone().put_(i, s), x, torch.tensor([6]), torch.tensor([1.0]))
     raises_like_cpu(lambda a, i, s: a.clone().put_(i, s), x, torch.tensor([1, 2]), torch.tensor([1.0]))
     raises_like_cpu(lambda a, i: torch.take(a, i), x, torch.tensor([1.0]))
+    raises_like_cpu(lambda a, i, s: a.clone().put_(i, s), x, torch.tensor([1, 2]).int(), torch.tensor([1.0, 2.0]))
 
 
 # ----- index_fill_ -----------------------------------------------------------------------------------
