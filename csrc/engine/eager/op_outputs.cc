@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "engine/device/dtypes.h"
+#include "engine/eager/op_adapters.h"
 #include "lowering/registry.h"
 #include "program/layout.h"
 
@@ -147,6 +148,9 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       out.targets.push_back(std::move(t));
     }
     out.return_sizes.push_back(static_cast<int>(outs.size()));
+  }
+  if (const OpAdapter* adapter = find_adapter(op.operator_name()); adapter != nullptr && adapter->unannotated_writes) {
+    for (int arg : adapter->unannotated_writes(stack, first)) add_written_arg(arg);
   }
   if (!resize.resizes.empty()) throw resize;
   out.compute_dtype = promoted_dtype(schema, call);
