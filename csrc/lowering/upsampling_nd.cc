@@ -1,5 +1,6 @@
 // Upsampling that upsampling.cc (2-D nearest, nearest-exact, bilinear) does not cover: 1-D and
-// 3-D nearest / nearest-exact, linear1d, trilinear3d and bicubic2d, with their backwards.
+// 3-D nearest / nearest-exact, linear1d, trilinear3d, bicubic2d and the antialiased bilinear /
+// bicubic 2-D resizes, with their backwards.
 //
 // Every mode is separable: per spatial dim, each output is a weighted sum of a few input taps
 // (1 nearest, 2 linear, 4 cubic), done as a gather of the taps (the backward scatter-adds), so
@@ -22,7 +23,7 @@ namespace {
 using namespace hlo;
 using namespace spatial;
 
-enum Mode { kNearest, kNearestExact, kLinear, kCubic };
+enum Mode { kNearest, kNearestExact, kLinear, kCubic, kLinearAA, kCubicAA };
 
 // The input-per-output scale (PyTorch's area_pixel_compute_scale / compute_scales_value).
 template <typename T>
@@ -36,6 +37,7 @@ struct Taps {
   int64_t k = 1;                 // taps per output
   std::vector<int64_t> index;    // [out, k]
   std::vector<double> weight;    // [out, k]
+  std::vector<double> used;      // [out, k] 1/0, empty: all used (padding taps read nothing)
 };
 
 template <typename T>
@@ -94,6 +96,51 @@ Taps cubic_taps(int64_t in, int64_t out, bool align, bool has_scale, double scal
   return t;
 }
 
+// Antialiased (torchvision-style) resampling: a triangle (bilinear) or Keys cubic with a = -0.5
+// (bicubic) filter stretched by the scale when downsampling, weights normalised per output,
+// as PyTorch's separable CPU kernel computes them.
+template <typename T>
+Taps aa_taps(int64_t in, int64_t out, bool align, bool has_scale, double scale, bool cubic) {
+  T sc = scale_of<T>(in, out, align, has_scale, scale);
+  T interp = cubic ? T(4) : T(2);
+  T support = sc >= T(1) ? interp * T(0.5) * sc : interp * T(0.5);
+  T invscale = sc >= T(1) ? T(1) / sc : T(1);
+  auto filter = [&](T x) -> T {
+    x = std::abs(x);
+    if (!cubic) return x < T(1) ? T(1) - x : T(0);
+    const T a = T(-0.5);
+    if (x < T(1)) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < T(2)) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return T(0);
+  };
+  std::vector<int64_t> xmin(out), xsize(out);
+  std::vector<T> center(out);
+  int64_t K = 1;
+  for (int64_t o = 0; o < out; ++o) {
+    center[o] = sc * (static_cast<T>(o) + T(0.5));
+    xmin[o] = std::max(static_cast<int64_t>(center[o] - support + T(0.5)), int64_t(0));
+    xsize[o] = std::min(static_cast<int64_t>(center[o] + support + T(0.5)), in) - xmin[o];
+    K = std::max(K, xsize[o]);
+  }
+  Taps t;
+  t.k = K;
+  for (int64_t o = 0; o < out; ++o) {
+    std::vector<T> w(K, T(0));
+    T total = 0;
+    for (int64_t j = 0; j < xsize[o]; ++j) {
+      w[j] = filter((static_cast<T>(j + xmin[o]) - center[o] + T(0.5)) * invscale);
+      total += w[j];
+    }
+    for (int64_t j = 0; j < K; ++j) {
+      bool live = j < xsize[o];
+      t.index.push_back(live ? xmin[o] + j : std::clamp<int64_t>(xmin[o], 0, in - 1));
+      t.weight.push_back(live && total != T(0) ? static_cast<double>(w[j] / total) : (live ? static_cast<double>(w[j]) : 0.0));
+      t.used.push_back(live ? 1.0 : 0.0);
+    }
+  }
+  return t;
+}
+
 struct Dim {
   int64_t in, out;
   bool has_scale;
@@ -112,6 +159,10 @@ Taps taps(Mode mode, const Dim& d, bool align, bool f64) {
     case kCubic:
       return f64 ? cubic_taps<double>(d.in, d.out, align, d.has_scale, d.scale)
                  : cubic_taps<float>(d.in, d.out, align, d.has_scale, d.scale);
+    case kLinearAA:
+    case kCubicAA:
+      return f64 ? aa_taps<double>(d.in, d.out, align, d.has_scale, d.scale, mode == kCubicAA)
+                 : aa_taps<float>(d.in, d.out, align, d.has_scale, d.scale, mode == kCubicAA);
   }
   throw std::logic_error("upsample mode");
 }
@@ -127,6 +178,12 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
   std::vector<int64_t> inv(p.size());
   for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
   return inv;
+}
+
+// Which taps read an input ([out, k] broadcast to `shape`, dims r-1 and r).
+Value used_mask(Builder& b, const Taps& t, int64_t out, const std::vector<int64_t>& shape, int64_t r) {
+  Value m = matrix(b, t.used, out, t.k, DType::F32);
+  return broadcast_in_dim(b, compare(b, m, zeros(b, m.type), "NE"), shape, {r - 1, r});
 }
 
 // y[..., o, ...] = sum_k w[o, k] * x[..., index[o, k], ...] along `dim` (a gather per tap, so a
@@ -152,7 +209,9 @@ Value resample(Builder& b, Value x, const Taps& t, int64_t dim, int64_t out) {
     y = reshape(b, g, std::vector<int64_t>(wshape.begin(), wshape.end() - 1));
   } else {
     Value w = broadcast_in_dim(b, matrix(b, t.weight, out, t.k, x.dtype()), wshape, {r - 1, r});
-    y = reduce(b, mul(b, g, w), {r}, "add");
+    Value gw = mul(b, g, w);
+    if (!t.used.empty()) gw = select(b, used_mask(b, t, out, wshape, r), gw, zeros(b, gw.type));
+    y = reduce(b, gw, {r}, "add");
   }
   return transpose(b, y, inverse(perm));
 }
@@ -171,6 +230,7 @@ Value resample_backward(Builder& b, Value g, const Taps& t, int64_t dim, int64_t
   oshape.push_back(in);
   Value u = broadcast_in_dim(b, gt, wshape, range(0, r));
   if (t.k > 1 || t.weight[0] != 1.0) u = mul(b, u, broadcast_in_dim(b, matrix(b, t.weight, out, t.k, g.dtype()), wshape, {r - 1, r}));
+  if (!t.used.empty()) u = select(b, used_mask(b, t, out, wshape, r), u, zeros(b, u.type));
   u = reshape(b, u, ushape);
   ScatterDims sd;
   for (int64_t i = 0; i < r - 1; ++i) sd.update_window_dims.push_back(i);
@@ -181,7 +241,7 @@ Value resample_backward(Builder& b, Value g, const Taps& t, int64_t dim, int64_t
   return transpose(b, res, inverse(perm));
 }
 
-bool interpolates(Mode m) { return m == kLinear || m == kCubic; }
+bool interpolates(Mode m) { return m == kLinear || m == kCubic || m == kLinearAA || m == kCubicAA; }
 
 // Forward (backward = false):  (self, output_size, [align_corners,] scales...)
 // Backward (backward = true):  (grad_output, output_size, input_size, [align_corners,] scales...)
@@ -246,6 +306,12 @@ const Registrar registrar({
     {"upsample_bicubic2d", upsample(2, kCubic, false)},
     {"upsample_bicubic2d_backward", upsample(2, kCubic, true)},
     {"upsample_bicubic2d_backward.grad_input", upsample(2, kCubic, true)},
+    {"_upsample_bilinear2d_aa", upsample(2, kLinearAA, false)},
+    {"_upsample_bilinear2d_aa_backward", upsample(2, kLinearAA, true)},
+    {"_upsample_bilinear2d_aa_backward.grad_input", upsample(2, kLinearAA, true)},
+    {"_upsample_bicubic2d_aa", upsample(2, kCubicAA, false)},
+    {"_upsample_bicubic2d_aa_backward", upsample(2, kCubicAA, true)},
+    {"_upsample_bicubic2d_aa_backward.grad_input", upsample(2, kCubicAA, true)},
 });
 
 }  // namespace

@@ -109,3 +109,23 @@ def test_upsample_nd_in_compiled_graph():
     got = torch.compile(f, backend="tpu", fullgraph=True)(x.to(DEV))
     assert fallbacks() == before, fallbacks()
     torch.testing.assert_close(tuple(t.cpu() for t in got), f(x))
+
+
+AA_SIZES = [dict(size=(5, 7)), dict(size=(20, 30)), dict(size=(13, 4)), dict(scale_factor=0.37),
+            dict(size=(6, 9), align_corners=True), dict(scale_factor=(0.5, 1.7), align_corners=True)]
+
+
+@pytest.mark.parametrize("kw", AA_SIZES)
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_antialiased_resize(kw, mode):
+    x = rand(2, 3, 13, 17)
+    check_grad(lambda t: F.interpolate(t, mode=mode, antialias=True, **kw), x)
+
+
+def test_antialiased_resize_nan_stays_local_and_float64():
+    x = rand(1, 1, 12, 12)
+    x[0, 0, 0, 0] = NAN
+    x[0, 0, 11, 11] = INF
+    for mode in ("bilinear", "bicubic"):
+        check_grad(lambda t: F.interpolate(t, size=(4, 5), mode=mode, antialias=True), x, grad=False)
+        check_grad(lambda t: F.interpolate(t, size=(4, 5), mode=mode, antialias=True), rand(2, 2, 9, 10, dtype=torch.float64))
