@@ -416,16 +416,6 @@ const Registrar registrar({
        return std::vector<Value>{is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(c.b, "stablehlo.abs", x)};
      }},
     {"neg", hlo_unary("stablehlo.negate")},
-    // The physical conjugate (the lazy conj bit is resolved before rules run: op_call.cc).
-    {"conj_physical", [](Context& c) {
-       Value z = c.tensor(0);
-       if (!is_complex(z.dtype())) return std::vector<Value>{z};
-       Type part(z.dtype() == DType::C64 ? DType::F32 : DType::F64, z.shape());
-       Value re = c.b.emit1("stablehlo.real", {z}, part);
-       Value im = unary(c.b, "stablehlo.negate", c.b.emit1("stablehlo.imag", {z}, part));
-       return std::vector<Value>{c.b.emit1("stablehlo.complex", {re, im}, Type(z.dtype(), z.shape()))};
-     }},
-    {"_conj_physical", [](Context& c) { return find_rule("conj_physical")->operator()(c); }},
     {"sign", unary_rule(sign)},
     {"sgn", unary_rule(sign)},
     {"exp", hlo_unary("stablehlo.exponential")},

@@ -66,10 +66,28 @@ void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, s
   }
 }
 
+namespace {
+
+// native_batch_norm / _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
+// training, ...): the running statistics are written in training.
+std::vector<int> batch_norm_running_stats(const torch::jit::Stack& stack, size_t first) {
+  const c10::IValue& training = stack[first + 5];  // (the no_stats overload has eps there)
+  if (!training.isBool() || !training.toBool()) return {};
+  std::vector<int> args;
+  for (int a : {3, 4}) {
+    const c10::IValue& v = stack[first + a];
+    if (v.isTensor() && v.toTensor().defined()) args.push_back(a);
+  }
+  return args.size() == 2 ? args : std::vector<int>{};
+}
+
+}  // namespace
+
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
   static const OpAdapter random_bits{nullptr, true};
   static const OpAdapter optimizer{nullptr, false, true};
+  static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
   static const std::map<std::string, const OpAdapter*> table{
       {"aten::index", &cpu_indices},
       {"aten::index_put", &cpu_indices},
@@ -83,6 +101,8 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_fused_adamw_", &optimizer},
       {"aten::_fused_sgd", &optimizer},
       {"aten::_fused_sgd_", &optimizer},
+      {"aten::native_batch_norm", &batch_norm},
+      {"aten::_native_batch_norm_legit", &batch_norm},
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;

@@ -4,6 +4,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <vector>
+
 namespace tpu::engine {
 
 using PrepareFn = void (*)(const c10::OperatorHandle&, torch::jit::Stack*, size_t num_args);
@@ -17,6 +19,10 @@ struct OpAdapter {
   // Its `float` arguments are runtime values, not part of the executable's key: a fused
   // optimizer's lr follows a schedule, one executable serves every step.
   bool runtime_floats = false;
+  // Arguments the op writes although its schema does not say so (native_batch_norm updates
+  // running_mean/var in training): their indices for this call. They become written targets
+  // after the returns (op_outputs), and the rule returns their new values last.
+  std::vector<int> (*unannotated_writes)(const torch::jit::Stack&, size_t first) = nullptr;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/device/dtypes.h"
+#include "engine/eager/op_adapters.h"
 #include "lowering/registry.h"
 #include "program/layout.h"
 
@@ -206,6 +207,9 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       out.targets.push_back(std::move(t));
     }
     out.return_sizes.push_back(static_cast<int>(outs.size()));
+  }
+  if (const OpAdapter* adapter = find_adapter(op.operator_name()); adapter != nullptr && adapter->unannotated_writes) {
+    for (int arg : adapter->unannotated_writes(stack, first)) add_written_arg(arg);
   }
   for (const auto& [arg, meta_list] : written_lists) {
     std::vector<at::Tensor> metas = meta_list.toTensorVector();

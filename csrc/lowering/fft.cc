@@ -1,0 +1,164 @@
+// Discrete Fourier transforms: _fft_r2c, _fft_c2r, _fft_c2c (what torch.fft.* calls after its
+// argument handling: padding/trimming to `n`, dims and norm are resolved by the frontend).
+//
+// Each transformed dim is moved last and run through a 1-D stablehlo.fft, one dim at a time
+// (the transform is separable). `normalization` is PyTorch's fft_norm_mode: 0 none, 1 by
+// 1/sqrt(n), 2 by 1/n, where n is the product of the transformed signal sizes. stablehlo's
+// IFFT/IRFFT already divide by their length, so the scale applied is the mode's factor times
+// the lengths of the inverse transforms.
+//
+// c2r, like PyTorch's CPU kernel, assumes a Hermitian last dim: the imaginary parts of the
+// zero-frequency term (and of the Nyquist term for an even length) do not contribute.
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+namespace {
+
+using namespace hlo;
+
+void check_dtype(DType t) {
+  if (t != DType::F32 && t != DType::F64 && t != DType::C64 && t != DType::C128) {
+    throw NotLowerable(std::string("fft of ") + mlir_name(t));
+  }
+}
+
+DType complex_of(DType t) { return (t == DType::F64 || t == DType::C128) ? DType::C128 : DType::C64; }
+
+// 1-D transform of `x` along `dim`: fft_type FFT, IFFT, RFFT or IRFFT; `length` is the
+// transform length (the output length for IRFFT).
+Value fft1(Builder& b, Value x, int64_t dim, const std::string& kind, int64_t length, DType result) {
+  int64_t r = x.rank();
+  std::vector<int64_t> perm(r);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[dim], perm[r - 1]);  // a swap is its own inverse
+  Value t = transpose(b, x, perm);
+  std::vector<int64_t> shape = t.shape();
+  if (kind == "RFFT") shape.back() = length / 2 + 1;
+  if (kind == "IRFFT") shape.back() = length;
+  Value y = b.emit1("stablehlo.fft", {t}, Type(result, shape),
+                    "fft_type = #stablehlo<fft_type " + kind + ">, fft_length = " + i64_array({length}));
+  return transpose(b, y, perm);
+}
+
+Value scale(Builder& b, Value x, double factor) {
+  if (factor == 1.0) return x;
+  return mul(b, x, constant(b, factor, x.dtype(), x.shape()));
+}
+
+// The mode's factor for a transform over `n` points.
+double norm_factor(int64_t mode, double n) {
+  if (n == 0) return 1.0;
+  if (mode == 1) return 1.0 / std::sqrt(n);
+  if (mode == 2) return 1.0 / n;
+  return 1.0;
+}
+
+// Dims as given (their order is kept; the last one is the halved one for r2c/c2r).
+std::vector<int64_t> fft_dims(const Context& c, size_t i, int64_t rank) {
+  std::vector<int64_t> dims;
+  for (int64_t d : c.ints(i)) dims.push_back(wrap_dim(d, rank));
+  return dims;
+}
+
+bool empty(const Type& t) { return t.numel() == 0; }
+
+// _fft_c2c(self, dim, normalization, forward)
+std::vector<Value> fft_c2c(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  check_dtype(x.dtype());
+  const Type& out = c.out();
+  if (empty(out)) return {zeros(b, out)};
+  x = convert(b, x, out.dtype);
+  std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
+  bool forward = c.bool_arg(3);
+  double n = 1;
+  for (int64_t d : dims) {
+    int64_t len = x.shape()[d];
+    n *= static_cast<double>(len);
+    x = fft1(b, x, d, forward ? "FFT" : "IFFT", len, out.dtype);
+  }
+  double factor = norm_factor(c.int_arg(2), n) * (forward ? 1.0 : n);
+  return {scale(b, x, factor)};
+}
+
+// _fft_r2c(self, dim, normalization, onesided)
+std::vector<Value> fft_r2c(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  check_dtype(x.dtype());
+  const Type& out = c.out();
+  if (empty(out)) return {zeros(b, out)};
+  std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
+  bool onesided = c.bool_arg(3);
+  double n = 1;
+  for (int64_t d : dims) n *= static_cast<double>(x.shape()[d]);
+  if (!onesided) {
+    x = convert(b, x, out.dtype);
+    for (int64_t d : dims) x = fft1(b, x, d, "FFT", x.shape()[d], out.dtype);
+  } else {
+    int64_t last = dims.back();
+    x = fft1(b, x, last, "RFFT", x.shape()[last], out.dtype);
+    for (size_t i = 0; i + 1 < dims.size(); ++i) x = fft1(b, x, dims[i], "FFT", x.shape()[dims[i]], out.dtype);
+  }
+  return {scale(b, x, norm_factor(c.int_arg(2), n))};
+}
+
+// _fft_c2r(self, dim, normalization, last_dim_size)
+std::vector<Value> fft_c2r(Context& c) {
+  Builder& b = c.b;
+  Value x = c.tensor(0);
+  check_dtype(x.dtype());
+  const Type& out = c.out();
+  if (empty(out)) return {zeros(b, out)};
+  DType ct = complex_of(out.dtype);
+  x = convert(b, x, ct);
+  std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
+  int64_t last = dims.back();
+  int64_t length = c.int_arg(3);
+  double n = static_cast<double>(length);
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    int64_t len = x.shape()[dims[i]];
+    n *= static_cast<double>(len);
+    x = fft1(b, x, dims[i], "IFFT", len, ct);
+  }
+  // The last dim holds length/2 + 1 Hermitian terms (trimmed or zero-padded to that).
+  int64_t half = length / 2 + 1, have = x.shape()[last];
+  if (have > half) {
+    std::vector<int64_t> lim = x.shape();
+    lim[last] = half;
+    x = slice(b, x, std::vector<int64_t>(x.rank(), 0), lim, std::vector<int64_t>(x.rank(), 1));
+  } else if (have < half) {
+    std::vector<int64_t> hi(x.rank(), 0);
+    hi[last] = half - have;
+    x = pad(b, x, constant(b, 0, ct), std::vector<int64_t>(x.rank(), 0), hi, std::vector<int64_t>(x.rank(), 0));
+  }
+  // Only the real parts of the zero-frequency and (even length) Nyquist terms count.
+  DType rt = real_part(ct);
+  Value re = b.emit1("stablehlo.real", {x}, Type(rt, x.shape()));
+  Value im = b.emit1("stablehlo.imag", {x}, Type(rt, x.shape()));
+  Value pos = iota(b, Type(DType::S64, x.shape()), last);
+  Value drop = compare(b, pos, constant(b, 0, DType::S64, x.shape()), "EQ");
+  if (length % 2 == 0) {
+    drop = binary(b, "stablehlo.or", drop,
+                  compare(b, pos, constant(b, static_cast<double>(length / 2), DType::S64, x.shape()), "EQ"));
+  }
+  im = select(b, drop, zeros(b, im.type), im);
+  x = b.emit1("stablehlo.complex", {re, im}, x.type);
+  Value y = fft1(b, x, last, "IRFFT", length, out.dtype);
+  return {scale(b, y, norm_factor(c.int_arg(2), n) * n)};
+}
+
+const Registrar registrar({
+    {"_fft_c2c", fft_c2c},
+    {"_fft_r2c", fft_r2c},
+    {"_fft_c2r", fft_c2r},
+});
+
+}  // namespace
+}  // namespace tpu::lowering
