@@ -221,7 +221,15 @@ Rule var_rule(bool take_sqrt, bool with_mean) {
     auto [var, mean] = var_mean_impl(c, x, dims, acc);
     if (take_sqrt) var = unary(c.b, "stablehlo.sqrt", var);
     std::vector<Value> r{reshape(c.b, var, c.out(0).shape)};
-    if (with_mean) r.push_back(reshape(c.b, mean, c.out(1).shape));
+    if (with_mean) {
+      // The CPU's Welford update turns an infinite running mean into NaN at the next element
+      // (inf - inf), so var_mean/std_mean report NaN, not ±inf, once n > 1.
+      if (count(x, dims) > 1) {
+        Value inf = compare(c.b, unary(c.b, "stablehlo.abs", mean), scalar_like(c.b, INFINITY, mean), "EQ");
+        mean = select(c.b, inf, scalar_like(c.b, NAN, mean), mean);
+      }
+      r.push_back(reshape(c.b, mean, c.out(1).shape));
+    }
     return r;
   };
 }

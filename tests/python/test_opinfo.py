@@ -27,6 +27,8 @@ FALLBACKS = {
     "linalg.solve_triangular": (C64, "complex triangular solves are not lowered"),
     "scatter_reduce.mean": ({torch.int64, torch.int32, torch.uint8}, "integer scatter_reduce mean (floor division of sums) is not lowered"),
     "nn.functional.embedding": (None, "max_norm samples run embedding_renorm_, which is not lowered"),
+    "_upsample_bilinear2d_aa": ({torch.uint8}, "the CPU's uint8 antialiased resize is not lowered (float only)"),
+    "nn.functional.interpolate": ({torch.uint8}, "interpolating (bilinear/bicubic) resizes of uint8 are not lowered"),
 }
 MAX_SAMPLES = 8
 # Ops whose result dtypes follow PyTorch's meta kernels (as on CUDA) where the CPU kernel differs:
