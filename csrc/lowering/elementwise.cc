@@ -131,7 +131,8 @@ std::vector<Value> div_mode(Context& c) {
   DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   assert_nonzero_integer_divisor(c.b, y);
-  Value r = is_float(t) ? trunc(c.b, div(c.b, x, y)) : div(c.b, x, y);
+  // A low-precision quotient is rounded to its dtype before the truncation, as on the CPU.
+  Value r = is_float(t) ? trunc(c.b, convert(c.b, round_to_common(c.b, div(c.b, x, y), c.compute_dtype), t)) : div(c.b, x, y);
   return {convert(c.b, r, c.out().dtype)};
 }
 

@@ -16,7 +16,18 @@ import torch_tpu
 DTYPES = [torch.float32, torch.bfloat16, torch.complex64, torch.int64, torch.int32, torch.uint8, torch.bool]
 # Documented exceptions to PyTorch's default tolerances, by OpInfo name ("name.variant").
 TOLERANCES = {
+    # The CPU rounds beta*self and alpha*(a@b) to bf16 separately; we add in float32 and round
+    # once. Where the two terms cancel, one bf16 ulp of a term (|term| ~ 8: 0.03) is the
+    # difference (2 of 250 elements).
+    "baddbmm": {torch.bfloat16: dict(rtol=2 ** -7, atol=0.05),
+                # complex products accumulate in another order than MKL's (a few float32 ulps)
+                torch.complex64: dict(rtol=1e-5, atol=5e-5)},
+    # XLA's complex power (exp(y log x)) and the CPU's vectorized one differ by a few ulps.
+    "pow": {torch.complex64: dict(rtol=1e-5, atol=1e-5)},
 }
+# Ops whose extra outputs follow PyTorch's meta kernel (as on CUDA), where the CPU returns empty
+# tensors: native_batch_norm's save_mean/save_invstd in eval mode (docs/limits.md).
+EMPTY_ON_CPU_OUTPUTS = {"native_batch_norm", "_native_batch_norm_legit"}
 # OpInfos whose samples still reach the CPU fallback on tpu, for which dtypes, and why
 # (docs/limits.md). Every other case asserts zero fallbacks.
 C64 = {torch.complex64}
@@ -27,6 +38,11 @@ FALLBACKS = {
     "linalg.solve_triangular": (C64, "complex triangular solves are not lowered"),
     "scatter_reduce.mean": ({torch.int64, torch.int32, torch.uint8}, "integer scatter_reduce mean (floor division of sums) is not lowered"),
     "nn.functional.embedding": (None, "max_norm samples run embedding_renorm_, which is not lowered"),
+    "logcumsumexp": (C64, "complex logcumsumexp is not lowered"),
+    "linalg.lu_factor_ex": (C64, "LU-based linear algebra is lowered for real dtypes only"),
+    "linalg.lu": (C64, "LU-based linear algebra is lowered for real dtypes only"),
+    "linalg.lu_solve": (C64, "LU-based linear algebra is lowered for real dtypes only"),
+    "linalg.inv_ex": (C64, "LU-based linear algebra is lowered for real dtypes only"),
     "_upsample_bilinear2d_aa": ({torch.uint8}, "the CPU's uint8 antialiased resize is not lowered (float only)"),
     "nn.functional.interpolate": ({torch.uint8}, "interpolating (bilinear/bicubic) resizes of uint8 are not lowered"),
 }
@@ -173,6 +189,9 @@ def test_matches_cpu(op, dtype):
             _compare_tied(sample.input, actual, expected, dtype, f"{name} sample {i}")
             checked += 1
             continue
+        if name in EMPTY_ON_CPU_OUTPUTS and isinstance(expected, tuple):
+            keep = [k for k, e in enumerate(expected) if not (isinstance(e, torch.Tensor) and e.numel() == 0)]
+            actual, expected = tuple(actual[k] for k in keep), tuple(expected[k] for k in keep)
         try:
             _compare(actual, expected, dtype, f"{name} sample {i}: {sample}",
                      check_dtype=op.name not in DTYPE_FOLLOWS_META, tol=TOLERANCES.get(name, {}).get(dtype))

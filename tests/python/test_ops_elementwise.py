@@ -241,7 +241,7 @@ def test_clamp_min_max_out_variants(dtype):
     a = sample((7,), dtype, seed=1)
     b = sample((7,), dtype, seed=2)
     for f in (torch.clamp_min, torch.clamp_max):
-        for bound in (b, b[0].item()):
+        for bound in (b, b[0].item()) if dtype != torch.bool else (b,):  # no bool Scalar kernel on the CPU
             expected = f(a, bound)
             for out in (torch.empty(0, dtype=dtype, device="tpu"), torch.ones(7, dtype=dtype, device="tpu")):
                 bound_dev = bound.to("tpu") if isinstance(bound, torch.Tensor) else bound
