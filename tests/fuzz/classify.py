@@ -4,6 +4,7 @@ import torch
 OK = "ok"                      # same results
 BOTH_RAISE = "ok (both raise)"  # both raised the same exception type
 CRASH = "crash"                # the worker process died (segfault, abort)
+CPU_CRASH = "cpu reference crash"  # the CPU run alone dies too: PyTorch's own kernel on bad input
 HANG = "hang"                  # no answer within the per-case timeout
 MISMATCH = "silent mismatch"   # values differ
 DTYPE = "dtype mismatch"
@@ -16,7 +17,7 @@ GEN_ERROR = "harness error"    # the case could not be built (a fuzzer bug)
 
 # Classes that fail the test slice unless known (tests/fuzz/known_limits.py).
 FAILING = (CRASH, HANG, MISMATCH, DTYPE, SHAPE, TPU_RAISE)
-ALL = (CRASH, HANG, MISMATCH, DTYPE, SHAPE, TPU_RAISE, CPU_RAISE, RAISE_TYPE, FALLBACK, GEN_ERROR, BOTH_RAISE, OK)
+ALL = (CRASH, CPU_CRASH, HANG, MISMATCH, DTYPE, SHAPE, TPU_RAISE, CPU_RAISE, RAISE_TYPE, FALLBACK, GEN_ERROR, BOTH_RAISE, OK)
 
 
 class Difference(Exception):

@@ -84,6 +84,21 @@ class Worker:
         self.errlog.close()
 
 
+def cpu_alone_crashes(seed, index, timeout):
+    """Whether the case's CPU half, run alone in a fresh process, dies too. PyTorch's CPU kernels
+    corrupt memory on some invalid inputs (mis-shaped out= or list arguments of _cummax_helper,
+    _fused_adam_, adaptive pooling backward): such a crash is the reference's, not ours."""
+    code = ("from tests.fuzz.cases import make_case\nfrom tests.fuzz import execute\n"
+            f"try:\n    execute._run(make_case({seed}, {index}), 'cpu')\nexcept Exception:\n    pass\n")
+    env = dict(os.environ, TORCH_TPU_QUIET="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    try:
+        p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return p.returncode < 0
+
+
 def run_cases(seed, indices, *, timeout=60.0, progress=None):
     """{index: result dict}. Results are deterministic for a given seed (timing aside)."""
     results = {}
@@ -102,6 +117,8 @@ def run_cases(seed, indices, *, timeout=60.0, progress=None):
                 code = worker.proc.returncode
                 sig = f"signal {-code}" if code and code < 0 else f"exit code {code}"
                 res = {"cls": classify.CRASH, "detail": f"worker died ({sig}): {worker.stderr_tail()}"}
+                if cpu_alone_crashes(seed, index, timeout):
+                    res = {"cls": classify.CPU_CRASH, "detail": f"the CPU run alone dies too ({sig})"}
             else:
                 res = {"cls": classify.HANG, "detail": f"no result within {timeout:.0f} s"}
             res["index"] = index
