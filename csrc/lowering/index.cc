@@ -529,6 +529,9 @@ std::vector<Value> slice_scatter(Context& c, bool select) {
   const Type& out = c.out();
   Value x = convert(b, c.tensor(0), out.dtype);
   int64_t rank = static_cast<int64_t>(out.shape.size());
+  if (rank == 0) {  // the CPU: "slice() cannot be applied to a 0-dim tensor" (IndexError)
+    throw std::out_of_range(std::string(select ? "select" : "slice") + "_scatter() cannot be applied to a 0-dim tensor");
+  }
   int64_t dim = wrap_dim(c.int_arg(2), rank);
   int64_t size = out.shape[dim];
   auto clamp_index = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };

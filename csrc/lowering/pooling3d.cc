@@ -411,7 +411,15 @@ Rule adaptive_max_pool(int n, const char* name) {
 // adaptive_max_poolNd_backward(grad_output, self, indices)
 Rule adaptive_max_pool_backward(int n) {
   return [n](Context& c) {
-    return std::vector<Value>{scatter_back(c.b, c.tensor(0), c.tensor(2), c.tensor(1).shape(), n, c.out().dtype)};
+    Value g = c.tensor(0), x = c.tensor(1), idx = c.tensor(2);
+    // Unbatched (n+1) or batched (n+2) inputs, gradient and indices of one shape.
+    if ((x.rank() != n + 1 && x.rank() != n + 2) || g.rank() != x.rank() || idx.shape() != g.shape()) {
+      throw InvalidCall("adaptive_max_pool" + std::to_string(n) + "d_backward: expected " +
+                                  std::to_string(n + 1) + "-D or " + std::to_string(n + 2) +
+                                  "-D input with gradient and indices of one shape, got input " + x.type.str() +
+                                  ", gradient " + g.type.str() + ", indices " + idx.type.str());
+    }
+    return std::vector<Value>{scatter_back(c.b, g, idx, x.shape(), n, c.out().dtype)};
   };
 }
 

@@ -58,6 +58,11 @@ CASES = {
     "bitwise_not of floats": (lambda x: ~x, torch.randn(3)),
     "softmax of ints": (lambda x: torch.softmax(x, 0), torch.arange(3)),
     "log_softmax of ints": (lambda x: torch.log_softmax(x, 0), torch.arange(3)),
+    "slice_scatter of a 0-d tensor": (lambda x, s: torch.slice_scatter(x, s, 0), torch.tensor(0.0), torch.tensor(-3.0)),
+    "select_scatter of a 0-d tensor": (lambda x, s: torch.select_scatter(x, s, -1, 2), torch.tensor(0.0), torch.tensor(-3.0)),
+    "adaptive_max_pool3d_backward of a 1-D gradient": (
+        lambda g, x, i: torch.ops.aten.adaptive_max_pool3d_backward(g, x, i), torch.randn(7), torch.tensor(1.0),
+        torch.arange(7)),
     "int div trunc by zero": (lambda a, b: torch.div(a, b, rounding_mode="trunc"), torch.tensor([1, 2]), torch.tensor([0, 1])),
 }
 
