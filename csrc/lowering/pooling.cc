@@ -15,19 +15,6 @@ namespace {
 using namespace hlo;
 using namespace spatial;
 
-struct PoolGeom {
-  int64_t out, lo, hi;  // output size, low padding, high padding (negative: cut the input)
-};
-
-PoolGeom pool_geom(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  int64_t eff = d * (k - 1) + 1;
-  int64_t num = in + 2 * p - eff + (ceil_mode ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  if (out < 0) out = 0;
-  return {out, p, (out - 1) * s + eff - in - p};
-}
-
 struct PoolArgs {
   std::vector<int64_t> k, s, p, d;
   bool ceil_mode = false;

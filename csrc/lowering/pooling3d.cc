@@ -20,24 +20,11 @@ namespace {
 using namespace hlo;
 using namespace spatial;
 
-struct Geom {
-  int64_t out, lo, hi;  // output size, low padding, high padding (negative: cut the input)
-};
-
-Geom geom(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  int64_t eff = d * (k - 1) + 1;
-  int64_t num = in + 2 * p - eff + (ceil_mode ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  if (out < 0) out = 0;
-  return {out, p, (out - 1) * s + eff - in - p};
-}
-
 struct Pool {
   int n = 3;  // spatial dims (the last n)
   std::vector<int64_t> k, s, p, d;
   bool ceil_mode = false;
-  std::vector<Geom> g;
+  std::vector<PoolGeom> g;
 };
 
 void check_rank(const Value& x, int n, const char* op) {
@@ -61,7 +48,7 @@ Pool pool_of(const Context& c, const Value& x, int n, size_t k_arg, bool has_dil
     if (a.k[i] <= 0 || a.s[i] <= 0 || a.d[i] <= 0 || a.p[i] < 0) {
       throw std::runtime_error("pooling: kernel size, stride and dilation must be greater than zero, padding non-negative");
     }
-    a.g.push_back(geom(x.shape()[r - n + i], a.k[i], a.s[i], a.p[i], a.d[i], a.ceil_mode));
+    a.g.push_back(pool_geom(x.shape()[r - n + i], a.k[i], a.s[i], a.p[i], a.d[i], a.ceil_mode));
   }
   return a;
 }

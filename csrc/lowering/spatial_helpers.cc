@@ -56,4 +56,14 @@ Value separable(Builder& b, Value x, Value mh, Value mw) {
 
 Value transpose2(Builder& b, Value m) { return transpose(b, m, {1, 0}); }
 
+PoolGeom pool_geom(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  int64_t eff = d * (k - 1) + 1;
+  int64_t num = in + 2 * p - eff + (ceil_mode ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  if (out < 0) out = 0;
+  return {out, p, (out - 1) * s + eff - in - p};
+}
+
+
 }  // namespace tpu::lowering::spatial

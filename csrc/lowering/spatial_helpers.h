@@ -20,6 +20,13 @@ int64_t dilate(int64_t s, int64_t d);
 hlo::Value matrix(hlo::Builder& b, const std::vector<double>& m, int64_t rows, int64_t cols, hlo::DType dt);
 // y[..., o, p] = sum_{h, w} Mh[o, h] * x[..., h, w] * Mw[p, w]
 hlo::Value separable(hlo::Builder& b, hlo::Value x, hlo::Value mh, hlo::Value mw);
+// A pooling window along one dim: output size (PyTorch's pooling_output_shape, with ceil_mode)
+// and the low/high padding that makes reduce_window produce it (negative: cut the input).
+struct PoolGeom {
+  int64_t out, lo, hi;
+};
+PoolGeom pool_geom(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+
 // The transpose of a 2-D matrix.
 hlo::Value transpose2(hlo::Builder& b, hlo::Value m);
 
