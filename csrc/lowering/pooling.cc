@@ -119,19 +119,6 @@ std::vector<Value> max_pool2d_with_indices_backward(Context& c) {
   return {convert(b, reshape(b, res, x.shape()), out)};
 }
 
-// Per-position divisors of avg_pool along one dim (PyTorch's CPU kernel formula).
-std::vector<int64_t> avg_counts(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out, bool include_pad) {
-  std::vector<int64_t> r;
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t start = o * s - p, end = std::min(start + k, in + p);
-    int64_t pool = end - start;
-    start = std::max<int64_t>(start, 0);
-    end = std::min(end, in);
-    r.push_back(include_pad ? pool : end - start);
-  }
-  return r;
-}
-
 // The divisor of each output position, shape [oh, ow] broadcast to `shape`.
 Value avg_divisor(Builder& b, Context& c, const PoolArgs& a, int64_t H, int64_t W, const std::vector<PoolGeom>& g,
                   bool include_pad, size_t override_arg, DType acc, const std::vector<int64_t>& shape) {

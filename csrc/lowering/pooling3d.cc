@@ -167,19 +167,6 @@ Rule max_pool_backward(int n) {
   };
 }
 
-// Per-position divisors of avg_pool along one dim (PyTorch's CPU kernel formula).
-std::vector<int64_t> avg_counts(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out, bool include_pad) {
-  std::vector<int64_t> r;
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t start = o * s - p, end = std::min(start + k, in + p);
-    int64_t pool = end - start;
-    start = std::max<int64_t>(start, 0);
-    end = std::min(end, in);
-    r.push_back(include_pad ? pool : end - start);
-  }
-  return r;
-}
-
 Value avg_divisor(Builder& b, const Context& c, const Pool& a, const std::vector<int64_t>& in, bool include_pad,
                   size_t override_arg, DType acc, const std::vector<int64_t>& shape) {
   int64_t r = static_cast<int64_t>(shape.size());

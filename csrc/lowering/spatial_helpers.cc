@@ -1,6 +1,7 @@
 // Helpers shared by the spatial rule files (see spatial_helpers.h).
 #include "lowering/spatial_helpers.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -65,5 +66,17 @@ PoolGeom pool_geom(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool 
   return {out, p, (out - 1) * s + eff - in - p};
 }
 
+
+std::vector<int64_t> avg_counts(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out, bool include_pad) {
+  std::vector<int64_t> r;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t start = o * s - p, end = std::min(start + k, in + p);
+    int64_t pool = end - start;
+    start = std::max<int64_t>(start, 0);
+    end = std::min(end, in);
+    r.push_back(include_pad ? pool : end - start);
+  }
+  return r;
+}
 
 }  // namespace tpu::lowering::spatial

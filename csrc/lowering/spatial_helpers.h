@@ -27,6 +27,9 @@ struct PoolGeom {
 };
 PoolGeom pool_geom(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
 
+// Per-position divisors of avg_pool along one dim (PyTorch's CPU kernel formula).
+std::vector<int64_t> avg_counts(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out, bool include_pad);
+
 // The transpose of a 2-D matrix.
 hlo::Value transpose2(hlo::Builder& b, hlo::Value m);
 

@@ -44,11 +44,18 @@ class Assembler {
   }
 
   // Schema-normalised rule arguments, from where OpCall found each argument's values.
-  std::vector<Arg> rule_args(const torch::jit::Stack& stack, size_t num_args) {
+  // The rule's arguments: the functional op's, i.e. without trailing out= tensors (a rule that
+  // read one would take the out tensor's old contents for an optional operand).
+  std::vector<Arg> rule_args(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t num_args) {
     using K = ArgRef::Kind;
-    std::vector<Arg> args(num_args);
+    size_t n = num_args;
+    while (n > 0 && schema.arguments()[n - 1].kwarg_only() && schema.arguments()[n - 1].alias_info() &&
+           schema.arguments()[n - 1].alias_info()->isWrite()) {
+      --n;
+    }
+    std::vector<Arg> args(n);
     size_t first = stack.size() - num_args;
-    for (size_t a = 0; a < num_args; ++a) {
+    for (size_t a = 0; a < n; ++a) {
       const ArgRef& ref = call_.args[a];
       const c10::IValue& v = stack[first + a];
       Arg& arg = args[a];
@@ -148,7 +155,7 @@ program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::
   const OpAdapter* adapter = find_adapter(op.operator_name());
   Value rng;
   if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = a.program().rng_key();
-  std::vector<Arg> args = a.rule_args(stack, num_args);
+  std::vector<Arg> args = a.rule_args(op.schema(), stack, num_args);
   std::vector<std::optional<program::Type>> out_types;
   for (const Target& t : outputs.targets) {
     out_types.push_back(t.undefined ? std::nullopt : std::optional<program::Type>(program::Type(to_hlo(t.dtype), t.sizes)));

@@ -40,15 +40,18 @@ c10::IValue to_meta(const c10::IValue& v) {
   return v;
 }
 
-// Whether a Python error (from a meta kernel written in Python) is an Exception, not
-// KeyboardInterrupt, SystemExit or GeneratorExit.
-bool is_python_exception(const python_error& e) {
-  pybind11::gil_scoped_acquire gil;
-  return e.type != nullptr && PyErr_GivenExceptionMatches(e.type, PyExc_Exception);
-}
-bool is_python_exception(const pybind11::error_already_set& e) {
-  pybind11::gil_scoped_acquire gil;
-  return e.matches(PyExc_Exception);
+// Called in a catch block: rethrows Ctrl-C (KeyboardInterrupt, SystemExit, GeneratorExit) raised
+// by a meta kernel written in Python; any other error returns to the caller's handling.
+void rethrow_interrupt(const std::exception& e) {
+  bool interrupt = false;
+  if (const auto* p = dynamic_cast<const python_error*>(&e)) {
+    pybind11::gil_scoped_acquire gil;
+    interrupt = p->type != nullptr && !PyErr_GivenExceptionMatches(p->type, PyExc_Exception);
+  } else if (const auto* p = dynamic_cast<const pybind11::error_already_set*>(&e)) {
+    pybind11::gil_scoped_acquire gil;
+    interrupt = !p->matches(PyExc_Exception);
+  }
+  if (interrupt) throw;
 }
 
 bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
@@ -88,13 +91,8 @@ void check_in_place_result_type(const c10::OperatorHandle& op, const torch::jit:
   torch::jit::Stack stack = meta_inputs;
   try {
     functional->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
-  } catch (const python_error& e) {
-    if (!is_python_exception(e)) throw;  // Ctrl-C
-    return;
-  } catch (const pybind11::error_already_set& e) {
-    if (!is_python_exception(e)) throw;
-    return;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    rethrow_interrupt(e);
     return;  // no functional meta kernel: the in-place meta kernel's checks stand
   }
   if (stack.empty() || !stack[0].isTensor()) return;
@@ -128,15 +126,9 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
     if (!schema.returns().empty()) throw lowering::NotLowerable(std::string("no meta kernel: ") + e.what());
   } catch (const c10::Error&) {
     throw;  // a user error found by the meta kernel (shape mismatch...)
-  } catch (const python_error& e) {
-    // Ctrl-C (or SystemExit) inside a Python meta kernel is the user's, never a reason to run
-    // the op on the CPU instead.
-    if (!is_python_exception(e)) throw;
-    throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
-  } catch (const pybind11::error_already_set& e) {
-    if (!is_python_exception(e)) throw;
-    throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
   } catch (const std::exception& e) {
+    // Ctrl-C inside a Python meta kernel is the user's, never a reason to run on the CPU.
+    rethrow_interrupt(e);
     // A Python meta kernel that cannot run, e.g. nonzero for x[bool_mask] (data-dependent
     // shape): the CPU fallback computes it (or raises PyTorch's own error).
     throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
