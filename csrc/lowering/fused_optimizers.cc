@@ -7,6 +7,7 @@
 // engine/eager/op_adapters.cc), so a learning-rate schedule never recompiles. Element-wise math
 // runs in the opmath type, like PyTorch's fused kernels; with found_inf == 1 (AMP found an
 // inf/NaN gradient) nothing is written, as in those kernels.
+#include <cmath>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,41 @@ Value written(Context& c, const Prologue& p, Value updated, Value old, DType out
   return convert(c.b, v, out);
 }
 
+// A `float` hyper-parameter as the double PyTorch passed, in type t: hi + lo (0-d values). The
+// CPU computes 1 - beta and the bias corrections in double; from beta2 = 0.999 rounded to
+// float32 alone, 1 - beta2 would be off by 1.3e-5 relative (registry.h, Arg::low).
+struct Hyper {
+  Value hi, lo;
+};
+
+Hyper hyper(Context& c, size_t a, DType t) {
+  const Arg& arg = c.arg(a);
+  if (arg.kind == Arg::Kind::Double) {  // a graph constant
+    float hi = static_cast<float>(arg.d);
+    double lo = t == DType::F64 || !std::isfinite(hi) ? 0.0 : arg.d - hi;
+    return {constant(c.b, t == DType::F64 ? arg.d : hi, t), constant(c.b, lo, t)};
+  }
+  Value hi = convert(c.b, reshape(c.b, arg.tensor, {}), t);
+  bool has_low = arg.low.valid() && t != DType::F64;
+  return {hi, has_low ? convert(c.b, reshape(c.b, arg.low, {}), t) : constant(c.b, 0, t)};
+}
+
+Value one_minus(Builder& b, const Hyper& x) { return sub(b, sub(b, constant(b, 1, x.hi.dtype()), x.hi), x.lo); }
+
+// 1 - beta^step, accurate to a few ulps for beta in [0, 1] as -expm1(step * log1p(-(1 - beta)));
+// other betas (which torch.optim rejects) use the plain power.
+Value bias_correction(Builder& b, const Hyper& beta, Value step) {
+  DType t = beta.hi.dtype();
+  Value accurate = hlo::unary(b, "stablehlo.negate", hlo::unary(b, "stablehlo.exponential_minus_one",
+      mul(b, step, hlo::unary(b, "stablehlo.log_plus_one", hlo::unary(b, "stablehlo.negate", one_minus(b, beta))))));
+  Value plain = sub(b, constant(b, 1, t), hlo::binary(b, "stablehlo.power", beta.hi, step));
+  Value in_range = hlo::binary(b, "stablehlo.and", compare(b, beta.hi, constant(b, 0, t), "GE"),
+                               compare(b, beta.hi, constant(b, 1, t), "LE"));
+  return select(b, in_range, accurate, plain);
+}
+
+Value filled_like(Builder& b, Value scalar0d, Value x) { return broadcast_in_dim(b, scalar0d, x.shape(), {}); }
+
 // _fused_adam(w)_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1,
 // beta2, weight_decay, eps, amsgrad, maximize, grad_scale?, found_inf?)
 Rule adam(bool decoupled_weight_decay) {
@@ -87,28 +123,31 @@ Rule adam(bool decoupled_weight_decay) {
       DType t = opmath(params[i].dtype());
       Prologue pro = prologue(c, grads[i], t, maximize, 13, 14);
       Value param = convert(b, params[i], t), g = pro.grad;
-      Value lr = scalar(c, c.tensor(6), param), beta1 = scalar(c, c.tensor(7), param),
-            beta2 = scalar(c, c.tensor(8), param), wd = scalar(c, c.tensor(9), param),
-            eps = scalar(c, c.tensor(10), param), step = scalar(c, steps[i], param);
-      Value one = scalar_like(b, 1, param);
+      Hyper beta1 = hyper(c, 7, t), beta2 = hyper(c, 8, t);
+      Value step = convert(b, reshape(b, steps[i], {}), t);
+      // Per-tensor scalars first (0-d), then broadcast: the step size and the bias corrections.
+      Value step_size = div(b, hyper(c, 6, t).hi, bias_correction(b, beta1, step));
+      Value correction2_sqrt = hlo::unary(b, "stablehlo.sqrt", bias_correction(b, beta2, step));
+      Value lr = filled_like(b, hyper(c, 6, t).hi, param), wd = filled_like(b, hyper(c, 9, t).hi, param),
+            eps = filled_like(b, hyper(c, 10, t).hi, param);
       Value decays = compare(b, wd, zeros(b, wd.type), "NE");  // skipped at 0: inf * 0 would be NaN
       Value decayed = param;
       if (decoupled_weight_decay) {
-        decayed = select(b, decays, mul(b, param, sub(b, one, mul(b, lr, wd))), param);
+        decayed = select(b, decays, mul(b, param, sub(b, scalar_like(b, 1, param), mul(b, lr, wd))), param);
       } else {
         g = select(b, decays, add(b, g, mul(b, param, wd)), g);
       }
-      Value exp_avg = add(b, mul(b, convert(b, m[i], t), beta1), mul(b, g, sub(b, one, beta1)));
-      Value exp_avg_sq = add(b, mul(b, convert(b, v[i], t), beta2), mul(b, mul(b, g, g), sub(b, one, beta2)));
-      Value correction1 = sub(b, one, hlo::binary(b, "stablehlo.power", beta1, step));
-      Value correction2_sqrt = hlo::unary(b, "stablehlo.sqrt", sub(b, one, hlo::binary(b, "stablehlo.power", beta2, step)));
+      Value exp_avg = add(b, mul(b, convert(b, m[i], t), filled_like(b, beta1.hi, g)),
+                          mul(b, g, filled_like(b, one_minus(b, beta1), g)));
+      Value exp_avg_sq = add(b, mul(b, convert(b, v[i], t), filled_like(b, beta2.hi, g)),
+                             mul(b, mul(b, g, g), filled_like(b, one_minus(b, beta2), g)));
       Value second = exp_avg_sq;
       if (amsgrad) {
         second = max(b, convert(b, vmax.at(i), t), exp_avg_sq);
         vmax_out.push_back(written(c, pro, second, vmax[i], vmax[i].dtype()));
       }
-      Value denom = add(b, div(b, hlo::unary(b, "stablehlo.sqrt", second), correction2_sqrt), eps);
-      Value updated = sub(b, decayed, mul(b, div(b, lr, correction1), div(b, exp_avg, denom)));
+      Value denom = add(b, div(b, hlo::unary(b, "stablehlo.sqrt", second), filled_like(b, correction2_sqrt, second)), eps);
+      Value updated = sub(b, decayed, mul(b, filled_like(b, step_size, param), div(b, exp_avg, denom)));
       p_out.push_back(written(c, pro, updated, params[i], params[i].dtype()));
       g_out.push_back(written(c, pro, pro.unscaled, grads[i], grads[i].dtype()));
       m_out.push_back(written(c, pro, exp_avg, m[i], m[i].dtype()));
@@ -132,13 +171,13 @@ std::vector<Value> sgd(Context& c) {
     DType t = opmath(params[i].dtype());
     Prologue pro = prologue(c, grads[i], t, maximize, 10, 11);
     Value param = convert(b, params[i], t), g = pro.grad;
-    Value wd = scalar(c, c.tensor(3), param), momentum = scalar(c, c.tensor(4), param),
-          lr = scalar(c, c.tensor(5), param), dampening = scalar(c, c.tensor(6), param);
+    Value wd = filled_like(b, hyper(c, 3, t).hi, param), momentum = filled_like(b, hyper(c, 4, t).hi, param),
+          lr = filled_like(b, hyper(c, 5, t).hi, param);
     g = select(b, compare(b, wd, zeros(b, wd.type), "NE"), add(b, g, mul(b, wd, param)), g);
     if (!bufs.empty()) {  // PyTorch passes momentum buffers only when momentum != 0
       Value buf = first_step ? g
                              : add(b, mul(b, momentum, convert(b, bufs[i], t)),
-                                   mul(b, sub(b, scalar_like(b, 1, g), dampening), g));
+                                   mul(b, filled_like(b, one_minus(b, hyper(c, 6, t)), g), g));
       buf_out.push_back(written(c, pro, buf, bufs[i], bufs[i].dtype()));
       g = nesterov ? add(b, g, mul(b, momentum, buf)) : buf;
     }

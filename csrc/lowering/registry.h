@@ -26,6 +26,9 @@ struct Arg {
   enum class Kind { None, Tensor, TensorList, Int, Double, Bool, IntList, String, ScalarType };
   Kind kind = Kind::None;
   Value tensor;                // Tensor; Scalar operands arrive as runtime 0-d tensors
+  // A runtime `float` argument (the fused optimizers' lr, betas, ...) also brings its rounding
+  // residual, value - float(value), so float32 math can recover what the double held.
+  Value low;
   bool is_wrapped_scalar = false;  // a Python number (weak type in promotion)
   std::vector<Value> tensors;  // TensorList (an entry may be unset for optional None)
   int64_t i = 0;

@@ -78,6 +78,7 @@ class Assembler {
           arg.kind = Arg::Kind::Tensor;
           arg.is_wrapped_scalar = true;
           arg.tensor = scalars_.at(ref.first);
+          if (ref.count == 2) arg.low = scalars_.at(ref.first + 1);  // a runtime double's residual
           break;
         case K::ScalarList:  // a list of runtime 0-d values
           arg.kind = Arg::Kind::TensorList;

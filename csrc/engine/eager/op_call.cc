@@ -2,6 +2,7 @@
 #include "engine/eager/op_adapters.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -176,9 +177,13 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       ref.kind = dtype ? K::ScalarType : K::Int;
       call.key.insert(call.key.end(), {dtype ? kScalarType : kInt, v.toInt()});
     } else if (v.isDouble() && floats_at_runtime()) {
-      ref = {K::Scalar, static_cast<int>(call.scalars.size()), 1};
-      call.key.insert(call.key.end(), {kScalar, int64_t(c10::ScalarType::Double)});
-      call.scalars.push_back({arg, c10::Scalar(v.toDouble())});
+      // Two runtime values: the double and its float32 rounding residual (registry.h, Arg::low).
+      double value = v.toDouble();
+      ref = {K::Scalar, static_cast<int>(call.scalars.size()), 2};
+      call.key.insert(call.key.end(), {kScalar, int64_t(c10::ScalarType::Double), kScalar, int64_t(c10::ScalarType::Double)});
+      call.scalars.push_back({arg, c10::Scalar(value)});
+      float rounded = static_cast<float>(value);
+      call.scalars.push_back({arg, c10::Scalar(std::isfinite(rounded) ? value - static_cast<double>(rounded) : 0.0)});
     } else if (v.isDouble()) {
       ref.kind = K::Double;
       call.key.push_back(kDouble);
