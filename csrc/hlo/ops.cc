@@ -79,6 +79,13 @@ Value constant_i64_vector(Builder& b, const std::vector<int64_t>& values, DType 
   return b.emit1("stablehlo.constant", {}, t, "value = dense<" + body + "> : " + t.str());
 }
 
+Value constant_float_vector(Builder& b, const std::vector<double>& values, DType dtype) {
+  Type t(dtype, {static_cast<int64_t>(values.size())});
+  std::string body;
+  for (size_t i = 0; i < values.size(); ++i) body += (i ? ", " : "") + float_literal(values[i], dtype);
+  return b.emit1("stablehlo.constant", {}, t, "value = dense<[" + body + "]> : " + t.str());
+}
+
 Value zeros(Builder& b, const Type& type) { return constant(b, 0, type.dtype, type.shape); }
 
 Value unary(Builder& b, const std::string& op, Value x) { return b.emit1(op, {x}, x.type); }

@@ -11,6 +11,8 @@ namespace tpu::hlo {
 // Constants (splat scalars, broadcast to `shape`).
 Value constant(Builder& b, double value, DType dtype, const std::vector<int64_t>& shape = {});
 Value constant_i64_vector(Builder& b, const std::vector<int64_t>& values, DType dtype = DType::S64);
+// A 1-D constant of real floating-point values (printed with full precision).
+Value constant_float_vector(Builder& b, const std::vector<double>& values, DType dtype);
 Value zeros(Builder& b, const Type& type);
 
 // Element-wise.

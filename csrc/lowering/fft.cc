@@ -2,7 +2,7 @@
 // argument handling: padding/trimming to `n`, dims and norm are resolved by the frontend).
 //
 // Each transformed dim is moved last and run through a 1-D stablehlo.fft, one dim at a time
-// (the transform is separable). `normalization` is PyTorch's fft_norm_mode: 0 none, 1 by
+// (the transform is separable); 64-bit transforms use matrix-product DFTs instead (dft.h). `normalization` is PyTorch's fft_norm_mode: 0 none, 1 by
 // 1/sqrt(n), 2 by 1/n, where n is the product of the transformed signal sizes. stablehlo's
 // IFFT/IRFFT already divide by their length, so the scale applied is the mode's factor times
 // the lengths of the inverse transforms.
@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lowering/dft.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -29,6 +30,36 @@ void check_dtype(DType t) {
 
 DType complex_of(DType t) { return (t == DType::F64 || t == DType::C128) ? DType::C128 : DType::C64; }
 
+// 64-bit transforms along the last dim through dft_last_dim (libtpu has no 64-bit FFT).
+Value fft_last_dim_64(Builder& b, Value t, const std::string& kind, int64_t length, DType result) {
+  if (kind == "FFT" || kind == "IFFT") return dft_last_dim(b, t, kind == "IFFT");
+  int64_t r = t.rank();
+  std::vector<int64_t> zero(r, 0), step(r, 1);
+  if (kind == "RFFT") {
+    Value y = dft_last_dim(b, convert(b, t, complex_of(t.dtype())), false);
+    std::vector<int64_t> lim = y.shape();
+    lim.back() = length / 2 + 1;
+    return slice(b, y, zero, lim, step);
+  }
+  // IRFFT: the full spectrum from its Hermitian half, X[k] = conj(X[n - k]) for k > n / 2.
+  std::vector<int64_t> start = zero, lim = t.shape();
+  start.back() = 1;
+  lim.back() = length - length / 2;
+  std::vector<int64_t> half_lim = t.shape();
+  half_lim.back() = length / 2 + 1;
+  Value full = slice(b, t, zero, half_lim, step);
+  if (lim.back() > 1) {
+    Value upper = slice(b, t, start, lim, step);
+    DType rt = real_part(t.dtype());
+    Value re = b.emit1("stablehlo.real", {upper}, Type(rt, upper.shape()));
+    Value im = unary(b, "stablehlo.negate", b.emit1("stablehlo.imag", {upper}, Type(rt, upper.shape())));
+    Value conj = reverse(b, b.emit1("stablehlo.complex", {re, im}, upper.type), {r - 1});
+    full = concatenate(b, {full, conj}, r - 1);
+  }
+  Value y = dft_last_dim(b, full, true);
+  return b.emit1("stablehlo.real", {y}, Type(result, y.shape()));
+}
+
 // 1-D transform of `x` along `dim`: fft_type FFT, IFFT, RFFT or IRFFT; `length` is the
 // transform length (the output length for IRFFT).
 Value fft1(Builder& b, Value x, int64_t dim, const std::string& kind, int64_t length, DType result) {
@@ -37,6 +68,7 @@ Value fft1(Builder& b, Value x, int64_t dim, const std::string& kind, int64_t le
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[dim], perm[r - 1]);  // a swap is its own inverse
   Value t = transpose(b, x, perm);
+  if (result == DType::F64 || result == DType::C128) return transpose(b, fft_last_dim_64(b, t, kind, length, result), perm);
   std::vector<int64_t> shape = t.shape();
   if (kind == "RFFT") shape.back() = length / 2 + 1;
   if (kind == "IRFFT") shape.back() = length;

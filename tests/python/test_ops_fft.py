@@ -56,6 +56,33 @@ def test_irfft_c2r(norm, n):
     check(lambda t: torch.fft.irfftn(t, s=(5, 7), norm=norm), cplx(4, 6, dtype=torch.complex128))
 
 
+# 64-bit transforms are matrix-product DFTs (libtpu has no 64-bit FFT; lowering/dft.h): short
+# and prime lengths (one matrix), composite lengths split by Cooley-Tukey (64 = 8 x 8,
+# 210 = 14 x 15, 4096 = 64 x 64 with a twiddle computed in the module), primes above 64 (97,
+# 1031), odd Hermitian halves for irfft.
+@pytest.mark.parametrize("n", [1, 2, 5, 64, 97, 210, 1031, 4096])
+def test_64_bit_transforms_of_many_lengths(n):
+    z = cplx(2, n, dtype=torch.complex128)
+    x = real(2, n, dtype=torch.float64)
+    check(lambda t: torch.fft.fft(t), z)
+    check(lambda t: torch.fft.ifft(t, norm="ortho"), z)
+    check(lambda t: torch.fft.rfft(t), x)
+    if n > 1:
+        check(lambda t: torch.fft.irfft(t, n=n), torch.fft.rfft(x))
+        check(lambda t: torch.fft.hfft(t, n=n), z[:, : n // 2 + 1])
+
+
+def test_64_bit_transforms_with_nan():
+    # A NaN reaches every output of its transform through the matrix product (NaN * 0 is NaN),
+    # where the CPU's FFT multiplies by exact +-1/+-i and keeps some parts finite (docs/limits.md).
+    # Rows without NaN are unaffected.
+    z = cplx(3, 12, dtype=torch.complex128)
+    z[0, 3] = complex(float("nan"), 0)
+    out = torch.fft.fft(z.to(DEV)).cpu()
+    assert out[0].real.isnan().all() and out[0].imag.isnan().all()
+    torch.testing.assert_close(out[1:], torch.fft.fft(z[1:]))
+
+
 def test_roundtrips_and_helpers():
     x = real(6, 10)
     check(lambda t: torch.fft.irfft(torch.fft.rfft(t), n=10), x)
