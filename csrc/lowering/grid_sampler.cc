@@ -78,7 +78,9 @@ Value reflect(const Sampler& s, Value c, int64_t twice_low, int64_t twice_high, 
   a = unary(b, "stablehlo.abs", a);
   Value extra = binary(b, "stablehlo.remainder", a, s.k(span));
   Value flips = unary(b, "stablehlo.floor", div(b, a, s.k(span)));
-  Value odd = compare(b, binary(b, "stablehlo.remainder", flips, s.k(2)), s.k(0), "NE");
+  // The CPU counts flips in an int: past INT_MAX the cast gives INT_MIN (x86), an even count.
+  Value odd = binary(b, "stablehlo.and", compare(b, binary(b, "stablehlo.remainder", flips, s.k(2)), s.k(0), "NE"),
+                     s.lt(flips, s.k(2147483648.0)));
   *grad = select(b, odd, neg(b, sign), sign);
   return select(b, odd, add(b, sub(b, s.k(span), extra), s.k(mn)), add(b, extra, s.k(mn)));
 }
@@ -269,6 +271,10 @@ Value tap_values(const Sampler& s, Value x, const std::vector<Tap>& taps) {
 // backward's (grad_output, input, grid, ...) share the call's geometry.
 Sampler sampler_of(Context& c, size_t x_arg, int n) {
   Value x = c.tensor(x_arg), grid = c.tensor(x_arg + 1);
+  require_dtype(is_float(x.dtype()), n == 2 ? "grid_sampler_2d_cpu_kernel_impl" : "grid_sampler3d_cpu", x.dtype());
+  if (grid.dtype() != x.dtype()) {
+    throw InvalidCall(std::string("expected scalar type ") + torch_name(x.dtype()) + " but found " + torch_name(grid.dtype()));
+  }
   Interp interp = static_cast<Interp>(c.int_arg(x_arg + 2));
   if (interp == Interp::Bicubic && n == 3) {
     throw InvalidCall("grid_sampler(): bicubic interpolation only supports 4D input");
