@@ -36,6 +36,7 @@ Window2d window_of(const Context& c, size_t first, int64_t h, int64_t w) {
 std::vector<Value> im2col(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
+  require_dtype(!is_integer(x.dtype()), "im2col_out_cpu", x.dtype());
   const Type& out = c.out();
   if (out.numel() == 0) return {zeros(b, out)};
   bool batched = x.rank() == 4;
@@ -62,6 +63,7 @@ std::vector<Value> im2col(Context& c) {
 std::vector<Value> col2im(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
+  require_dtype(!is_integer(x.dtype()), "col2im_out_cpu", x.dtype());
   const Type& out = c.out();
   if (out.numel() == 0) return {zeros(b, out)};
   int64_t H = c.ints(1).at(0), W = c.ints(1).at(1);
