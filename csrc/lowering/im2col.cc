@@ -95,7 +95,39 @@ std::vector<Value> col2im(Context& c) {
 
 // unfold_backward(grad_in, input_sizes, dim, size, step): grad_in has the input's shape with
 // `dim` replaced by the window count and a trailing `size` dim; window w, offset k came from
-// position w * step + k. One pad per offset (interior step - 1) places it; offsets add in order.
+// position w * step + k. Small windows: one pad per offset (interior step - 1) places it, and
+// the offsets add in order. Long windows: one scatter-add of all (w, k) (a loop of `size` pads
+// would make the module O(size) long).
+Value unfold_backward_scatter(Builder& b, Value gf, const std::vector<int64_t>& shape, int64_t d, int64_t step) {
+  int64_t gr = gf.rank(), nw = gf.shape()[d], size = gf.shape()[gr - 1];
+  // [..., nw, ..., size] -> [nw, size, rest...]
+  std::vector<int64_t> perm{d, gr - 1}, rest;
+  for (int64_t i = 0; i < gr - 1; ++i) {
+    if (i != d) {
+      perm.push_back(i);
+      rest.push_back(gf.shape()[i]);
+    }
+  }
+  Value upd = transpose(b, gf, perm);
+  Value pos = add(b, mul(b, iota(b, Type(DType::S64, {nw, size, 1}), 0),
+                         constant(b, static_cast<double>(step), DType::S64, {nw, size, 1})),
+                  iota(b, Type(DType::S64, {nw, size, 1}), 1));
+  std::vector<int64_t> target{shape[d]};
+  target.insert(target.end(), rest.begin(), rest.end());
+  ScatterDims sd;
+  for (int64_t i = 0; i < static_cast<int64_t>(rest.size()); ++i) sd.update_window_dims.push_back(2 + i);
+  sd.inserted_window_dims = {0};
+  sd.scatter_dims_to_operand_dims = {0};
+  sd.index_vector_dim = 2;
+  Value r = scatter(b, zeros(b, Type(gf.dtype(), target)), pos, upd, sd, "add");
+  // [len, rest...] -> the input's dim order
+  std::vector<int64_t> inv(shape.size());
+  std::vector<int64_t> order{d};
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) if (i != d) order.push_back(i);
+  for (size_t i = 0; i < order.size(); ++i) inv[order[i]] = static_cast<int64_t>(i);
+  return transpose(b, r, inv);
+}
+
 std::vector<Value> unfold_backward(Context& c) {
   Builder& b = c.b;
   Value g = c.tensor(0);
@@ -109,22 +141,25 @@ std::vector<Value> unfold_backward(Context& c) {
   Value gf = convert(b, g, acc);
   std::vector<int64_t> shape = r == 0 ? std::vector<int64_t>{1} : out.shape;
   int64_t d = r == 0 ? 0 : dim;
+  if (g.type.numel() == 0) return {zeros(b, out)};
+  if (size > 16) {
+    if (r == 0) gf = reshape(b, gf, {1, size});
+    return {convert(b, reshape(b, unfold_backward_scatter(b, gf, shape, d, step), out.shape), out.dtype)};
+  }
   Value sum = constant(b, 0, acc, shape);
-  if (g.type.numel() > 0) {
-    int64_t gr = g.rank();
-    for (int64_t k = 0; k < size; ++k) {
-      std::vector<int64_t> lo(gr, 0), hi = g.shape(), st(gr, 1);
-      lo[gr - 1] = k;
-      hi[gr - 1] = k + 1;
-      std::vector<int64_t> piece_shape(g.shape().begin(), g.shape().end() - 1);
-      if (piece_shape.empty()) piece_shape = {1};
-      Value piece = reshape(b, slice(b, gf, lo, hi, st), piece_shape);
-      std::vector<int64_t> plo(shape.size(), 0), phi(shape.size(), 0), pin(shape.size(), 0);
-      plo[d] = k;
-      pin[d] = step - 1;
-      phi[d] = len - (k + (nw - 1) * step + 1);
-      sum = add(b, sum, pad(b, piece, constant(b, 0, acc), plo, phi, pin));
-    }
+  int64_t gr = g.rank();
+  for (int64_t k = 0; k < size; ++k) {
+    std::vector<int64_t> lo(gr, 0), hi = g.shape(), st(gr, 1);
+    lo[gr - 1] = k;
+    hi[gr - 1] = k + 1;
+    std::vector<int64_t> piece_shape(g.shape().begin(), g.shape().end() - 1);
+    if (piece_shape.empty()) piece_shape = {1};
+    Value piece = reshape(b, slice(b, gf, lo, hi, st), piece_shape);
+    std::vector<int64_t> plo(shape.size(), 0), phi(shape.size(), 0), pin(shape.size(), 0);
+    plo[d] = k;
+    pin[d] = step - 1;
+    phi[d] = len - (k + (nw - 1) * step + 1);
+    sum = add(b, sum, pad(b, piece, constant(b, 0, acc), plo, phi, pin));
   }
   return {convert(b, reshape(b, sum, out.shape), out.dtype)};
 }
