@@ -170,3 +170,32 @@ def test_grid_sample_invalid(args):
         F.grid_sample(x, grid, align_corners=False, **kw)
     with pytest.raises(type(cpu_err.value)):
         F.grid_sample(x.to(DEV), grid.to(DEV), align_corners=False, **kw)
+
+
+def test_grid_sample_bfloat16_gradients(no_fallbacks):
+    x, grid = rand(1, 2, 5, 6, dtype=torch.bfloat16), rand(1, 3, 4, 2, dtype=torch.bfloat16, seed=1, scale=1.2)
+    up = rand(1, 2, 3, 4, dtype=torch.bfloat16, seed=2)
+    res = []
+    for dtype, dev in ((torch.bfloat16, DEV), (torch.float32, "cpu")):
+        xs = x.to(dtype).to(dev).requires_grad_()
+        gs = grid.to(dtype).to(dev).requires_grad_()
+        sample(xs, gs, "bilinear", "zeros", False).backward(up.to(dtype).to(dev))
+        res.append((xs.grad.cpu(), gs.grad.cpu()))
+    # We compute in float32 and round once: compare with the float32 gradients, rounded.
+    for got, want in zip(*res):
+        torch.testing.assert_close(got, want.bfloat16())
+
+
+def test_spatial_transformer_training_step(no_fallbacks):
+    # affine_grid + grid_sample: the gradient reaches the affine parameters through the grid.
+    torch.manual_seed(0)
+    theta = torch.tensor([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.0]]], dtype=torch.float64).repeat(2, 1, 1)
+    x = rand(2, 3, 6, 7, dtype=torch.float64)
+    grads = []
+    for dev in (DEV, "cpu"):
+        th = theta.to(dev).requires_grad_()
+        grid = F.affine_grid(th, [2, 3, 5, 5], align_corners=False)
+        out = F.grid_sample(x.to(dev), grid, align_corners=False)
+        out.square().mean().backward()
+        grads.append(th.grad.cpu())
+    torch.testing.assert_close(grads[0], grads[1])
