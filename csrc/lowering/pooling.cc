@@ -188,6 +188,7 @@ std::vector<Value> adaptive_avg_pool2d(Context& c) {
   Value x = c.tensor(0);
   int64_t r = x.rank();
   if (r != 3 && r != 4) throw std::invalid_argument("adaptive_avg_pool2d expects a 3-D or 4-D input");
+  require_dtype(is_float(x.dtype()), "adaptive_avg_pool2d", x.dtype());
   std::vector<int64_t> os = expand(c.ints(1), 2, 1);
   DType out = c.out().dtype;
   DType acc = opmath(out);

@@ -240,11 +240,9 @@ Rule avg_pool_backward(int n) {
 int64_t window_start(int64_t o, int64_t in, int64_t out) { return adaptive_start(o, in, out); }
 int64_t window_end(int64_t o, int64_t in, int64_t out) { return adaptive_end(o, in, out); }
 
-// PyTorch's CPU kernels of adaptive pooling are floating-point only (NotImplementedError for
-// integers): those calls go to the CPU, which raises.
-void require_float(const Value& x) {
-  if (!is_float(x.dtype())) throw NotLowerable("adaptive pooling of a non-floating-point tensor");
-}
+// PyTorch's CPU kernels of adaptive pooling are floating-point only: NotImplementedError,
+// named as the CPU kernel names itself, for other dtypes.
+void require_float(const Value& x, const std::string& cpu_kernel) { require_dtype(is_float(x.dtype()), cpu_kernel, x.dtype()); }
 
 void check_output_size(const std::vector<int64_t>& os, const char* op) {
   for (int64_t o : os) {
@@ -257,7 +255,7 @@ std::vector<Value> adaptive_avg_pool3d(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   check_rank(x, 3, "adaptive_avg_pool3d");
-  require_float(x);
+  require_float(x, "adaptive_avg_pool3d_cpu");
   std::vector<int64_t> os = expand(c.ints(1), 3, 1);
   check_output_size(os, "adaptive_avg_pool3d");
   const Type& out = c.out();
@@ -329,7 +327,7 @@ Rule adaptive_max_pool(int n, const char* name) {
     Builder& b = c.b;
     Value x = c.tensor(0);
     check_rank(x, n, name);
-    require_float(x);
+    require_float(x, n == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d_cpu");
     std::vector<int64_t> os = expand(c.ints(1), n, 1);
     check_output_size(os, name);
     if (c.out(0).numel() == 0 || x.type.numel() == 0) {

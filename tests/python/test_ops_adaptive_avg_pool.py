@@ -92,3 +92,18 @@ def test_nan_gradient_stays_in_its_window(n, no_fallbacks):
 def test_non_contiguous_input(no_fallbacks):
     check(2, rand(2, 3, 8, 9)[:, :, ::2].transpose(2, 3), (2, 3))
     check(3, rand(2, 3, 6, 8, 5).permute(0, 1, 4, 2, 3), (2, 3, 3))
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: F.adaptive_avg_pool2d(torch.ones(1, 2, 4, 4, dtype=torch.long, device=d), 3),
+    lambda d: F.adaptive_avg_pool2d(torch.ones(2, 4, 4, dtype=torch.bool, device=d), 2),
+    lambda d: F.adaptive_avg_pool2d(torch.ones(2, 4, 4, dtype=torch.complex64, device=d), 3),
+    lambda d: F.adaptive_avg_pool3d(torch.ones(1, 2, 4, 4, 4, dtype=torch.long, device=d), 3),
+    lambda d: F.adaptive_max_pool2d(torch.ones(1, 2, 4, 4, dtype=torch.int32, device=d), 3),
+    lambda d: F.adaptive_max_pool3d(torch.ones(1, 2, 4, 4, 4, dtype=torch.long, device=d), 3),
+])
+def test_non_float_inputs_raise_like_cpu(call, no_fallbacks):
+    with pytest.raises(NotImplementedError) as cpu_err:
+        call("cpu")
+    with pytest.raises(NotImplementedError, match=str(cpu_err.value).split(" not")[0]):
+        call(DEV)
