@@ -199,3 +199,17 @@ def test_spatial_transformer_training_step(no_fallbacks):
         out.square().mean().backward()
         grads.append(th.grad.cpu())
     torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_grid_sample_compiled(no_fallbacks):
+    def loss(x, grid):
+        return F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection", align_corners=False).square().sum()
+
+    x, grid = rand(2, 3, 5, 6, dtype=torch.float64), rand(2, 4, 3, 2, dtype=torch.float64, seed=1, scale=1.2)
+    grads = []
+    for dev, f in ((DEV, torch.compile(loss, backend="tpu", fullgraph=True)), ("cpu", loss)):
+        xs, gs = x.to(dev).requires_grad_(), grid.to(dev).requires_grad_()
+        f(xs, gs).backward()
+        grads.append((xs.grad.cpu(), gs.grad.cpu()))
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want)
