@@ -38,6 +38,7 @@ FALLBACKS = {
     "linalg.solve_triangular": (C64, "complex triangular solves are not lowered"),
     "scatter_reduce.mean": ({torch.int64, torch.int32, torch.uint8}, "integer scatter_reduce mean (floor division of sums) is not lowered"),
     "logcumsumexp": (C64, "complex logcumsumexp is not lowered"),
+    "norm.nuc": (None, "the nuclear norm needs an SVD (_linalg_svd), which is not lowered"),
     "linalg.lu_factor_ex": (C64, "LU-based linear algebra is lowered for real dtypes only"),
     "linalg.lu": (C64, "LU-based linear algebra is lowered for real dtypes only"),
     "linalg.lu_solve": (C64, "LU-based linear algebra is lowered for real dtypes only"),
