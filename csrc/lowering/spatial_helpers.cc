@@ -169,17 +169,14 @@ Value adaptive_avg_grad(Builder& b, Value g, const std::vector<int64_t>& in) {
   for (int64_t i = 0; i < n; ++i) {
     int64_t dim = r - n + i, out = g.shape()[dim];
     // Input position p is in the windows of outputs [first(p), last(p)] (windows are monotonic).
+    // Both window ends grow with o, so one forward sweep finds first(p) and last(p).
     std::vector<int64_t> starts, lens;
+    int64_t first = 0, last = -1;
     for (int64_t p = 0; p < in[i]; ++p) {
-      int64_t first = -1, last = -1;
-      for (int64_t o = 0; o < out; ++o) {
-        if (adaptive_start(o, in[i], out) <= p && p < adaptive_end(o, in[i], out)) {
-          if (first < 0) first = o;
-          last = o;
-        }
-      }
-      starts.push_back(std::max<int64_t>(first, 0));
-      lens.push_back(first < 0 ? 0 : last - first + 1);
+      while (first < out && adaptive_end(first, in[i], out) <= p) ++first;
+      while (last + 1 < out && adaptive_start(last + 1, in[i], out) <= p) ++last;
+      starts.push_back(std::min(first, std::max<int64_t>(out - 1, 0)));
+      lens.push_back(std::max<int64_t>(last - first + 1, 0));
     }
     y = window_sum(b, y, dim, starts, lens);
   }
