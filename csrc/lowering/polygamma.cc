@@ -2,8 +2,8 @@
 // CPU's trigamma series (reflection below 1/2, six recurrence steps, then an asymptotic
 // expansion), and n >= 2 is (-1)^(n+1) n! zeta(n+1, x) with the Hurwitz zeta of Cephes
 // (direct terms, then the Euler-Maclaurin tail with 12 Bernoulli terms). The CPU loops until
-// the terms are small; here a fixed 30 direct terms, exact for x > -21 and accurate to a few
-// ulps beyond.
+// the terms are small, in double; here a fixed 30 direct terms in the input's type, with the
+// cancelling terms of negative arguments paired (hurwitz_zeta).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -35,8 +35,8 @@ Value trigamma(Builder& b, Value x) {
   return select(b, reflect, neg(b, result), result);
 }
 
-// Hurwitz zeta(s, q) for an integer s >= 2.
-Value hurwitz_zeta(Builder& b, double s, Value q) {
+// Hurwitz zeta(s, q) for an integer s >= 2 and q > -21 (30 direct terms, then the tail).
+Value hurwitz_zeta_series(Builder& b, double s, Value q) {
   auto k = [&](double v) { return scalar_like(b, v, q); };
   static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
                              7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
@@ -60,9 +60,34 @@ Value hurwitz_zeta(Builder& b, double s, Value q) {
     a = mul(b, a, k(s + kk));
     t = div(b, t, w);
   }
+  return sum;
+}
+
+// Hurwitz zeta(s, q). A negative non-integer q = f - m (0 < f < 1) has m negative terms
+// (f - m + j), |.| = 1 - f + i, that nearly cancel positive ones (f + i) for odd s: summed as
+// pairs (f + i)^-s + (-1)^s (1 - f + i)^-s, then zeta(s, f + m), so float32 keeps its digits
+// where the plain series would add and subtract large terms (up to m = 100; below -100 the
+// plain series, whose terms cancel).
+Value hurwitz_zeta(Builder& b, double s, Value q) {
+  auto k = [&](double v) { return scalar_like(b, v, q); };
+  const int max_pairs = 100;
+  Value fl = unary(b, "stablehlo.floor", q);
+  Value paired = binary(b, "stablehlo.and", compare(b, q, k(0), "LT"), compare(b, fl, k(-max_pairs), "GE"));
+  Value m = select(b, paired, neg(b, fl), k(0));
+  Value f = add(b, q, m);  // in [0, 1)
+  Value sum = hurwitz_zeta_series(b, s, select(b, paired, add(b, f, m), q));
+  auto inv_pow = [&](Value v) { return binary(b, "stablehlo.power", v, k(-s)); };
+  double sign = std::fmod(s, 2.0) == 0 ? 1.0 : -1.0;
+  for (int i = max_pairs - 1; i >= 0; --i) {
+    // (f + i) = q + m + i and (1 - f + i) = -(q + m - 1 - i): offsets of q by integers, as
+    // exact as the plain series' terms (f itself is rounded).
+    Value pos = add(b, q, add(b, m, k(i)));
+    Value negm = neg(b, add(b, q, sub(b, m, k(1 + i))));
+    Value pair = add(b, inv_pow(pos), mul(b, k(sign), inv_pow(negm)));
+    sum = add(b, sum, select(b, compare(b, k(i), m, "LT"), pair, k(0)));
+  }
   // Poles: q = 0, -1, -2, ... (and -inf) give +inf, as Cephes.
-  Value pole = binary(b, "stablehlo.and", compare(b, unary(b, "stablehlo.floor", q), q, "EQ"),
-                      compare(b, q, k(0), "LE"));
+  Value pole = binary(b, "stablehlo.and", compare(b, fl, q, "EQ"), compare(b, q, k(0), "LE"));
   return select(b, pole, k(std::numeric_limits<double>::infinity()), sum);
 }
 
