@@ -46,10 +46,16 @@ std::vector<int64_t> norm_dims(const Value& v, int64_t dim) {
   return dims;
 }
 
-int64_t weight_norm_dim(const Value& v, int64_t dim) {
+// The dim weight norm keeps, checked with g's size (the CPU kernel reads v.size(dim) values of
+// g without checking, out of bounds for a smaller g).
+int64_t weight_norm_dim(const Value& v, const Value& g, int64_t dim) {
   int64_t d = dim < 0 ? dim + v.rank() : dim;
   if (d != 0 && d != v.rank() - 1) {
     throw InvalidCall("fused kernels can only be applied for first or last dim");
+  }
+  if (g.type.numel() != v.shape()[d]) {
+    throw InvalidCall("weight norm: g has " + std::to_string(g.type.numel()) + " elements, expected v.size(" +
+                      std::to_string(d) + ") = " + std::to_string(v.shape()[d]));
   }
   return d;
 }
@@ -83,7 +89,7 @@ Value expand_to(Builder& b, Value x, const std::vector<int64_t>& shape) {
 std::vector<Value> weight_norm(Context& c) {
   Builder& b = c.b;
   Value v = c.tensor(0), g = c.tensor(1);
-  int64_t dim = weight_norm_dim(v, c.int_arg(2));
+  int64_t dim = weight_norm_dim(v, g, c.int_arg(2));
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc);
   Value norms = unary(b, "stablehlo.sqrt", sum_keep(b, mul(b, vf, vf), norm_dims(v, dim)));
@@ -97,7 +103,7 @@ std::vector<Value> weight_norm(Context& c) {
 std::vector<Value> weight_norm_backward(Context& c) {
   Builder& b = c.b;
   Value gw = c.tensor(0), v = c.tensor(1), g = c.tensor(2), norms = c.tensor(3);
-  int64_t dim = weight_norm_dim(v, c.int_arg(4));
+  int64_t dim = weight_norm_dim(v, g, c.int_arg(4));
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc), gwf = convert(b, gw, acc);
   Value dot = sum_keep(b, mul(b, gwf, vf), norm_dims(v, dim));

@@ -98,6 +98,12 @@ def test_weight_norm_invalid_dim():
         torch._weight_norm_interface(v.to(DEV), g.to(DEV), 1)
 
 
+def test_weight_norm_g_of_the_wrong_size():
+    # The CPU kernel reads v.size(dim) values of g unchecked (out of bounds here); we raise.
+    with pytest.raises(RuntimeError, match="g has 3 elements"):
+        torch._weight_norm_interface(torch.ones(3, 2, device=DEV), torch.ones(3, 1, device=DEV), 1)
+
+
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, INF])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_embedding_renorm_(norm_type, dtype, no_fallbacks):
