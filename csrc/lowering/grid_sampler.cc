@@ -275,6 +275,12 @@ Sampler sampler_of(Context& c, size_t x_arg, int n) {
   if (grid.dtype() != x.dtype()) {
     throw InvalidCall(std::string("expected scalar type ") + torch_name(x.dtype()) + " but found " + torch_name(grid.dtype()));
   }
+  for (int64_t d = 2; d < x.rank(); ++d) {
+    if (x.shape()[d] == 0) {
+      throw InvalidCall("grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes " +
+                        shape_str(x.shape()) + " with dimension " + std::to_string(d) + " being empty");
+    }
+  }
   Interp interp = static_cast<Interp>(c.int_arg(x_arg + 2));
   if (interp == Interp::Bicubic && n == 3) {
     throw InvalidCall("grid_sampler(): bicubic interpolation only supports 4D input");
