@@ -179,17 +179,8 @@ std::vector<Value> avg_pool2d_backward(Context& c) {
   return {convert(b, res, out)};
 }
 
-// ---- Adaptive average pooling (a separable linear map over the last two dims) ----
-
-std::vector<double> adaptive_matrix(int64_t in, int64_t out) {
-  std::vector<double> m(out * in, 0.0);
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t start = (o * in) / out;
-    int64_t end = ((o + 1) * in + out - 1) / out;
-    for (int64_t i = start; i < end; ++i) m[o * in + i] = 1.0 / static_cast<double>(end - start);
-  }
-  return m;
-}
+// ---- Adaptive average pooling: per-window sums (spatial::adaptive_avg), never a dense matrix,
+// so a NaN or inf reaches only the outputs whose window holds it ----
 
 // _adaptive_avg_pool2d(self, output_size)
 std::vector<Value> adaptive_avg_pool2d(Context& c) {
@@ -197,9 +188,11 @@ std::vector<Value> adaptive_avg_pool2d(Context& c) {
   Value x = c.tensor(0);
   int64_t r = x.rank();
   if (r != 3 && r != 4) throw std::invalid_argument("adaptive_avg_pool2d expects a 3-D or 4-D input");
+  require_dtype(is_float(x.dtype()), "adaptive_avg_pool2d", x.dtype());
   std::vector<int64_t> os = expand(c.ints(1), 2, 1);
   DType out = c.out().dtype;
   DType acc = opmath(out);
+  if (c.out().numel() == 0) return {zeros(b, c.out())};
   int64_t H = x.shape()[r - 2], W = x.shape()[r - 1];
   Value xf = convert(b, x, acc);
   if (H % os[0] == 0 && W % os[1] == 0) {
@@ -209,9 +202,7 @@ std::vector<Value> adaptive_avg_pool2d(Context& c) {
     y = div(b, y, constant(b, static_cast<double>((H / os[0]) * (W / os[1])), acc, y.shape()));
     return {convert(b, reshape(b, y, c.out().shape), out)};
   }
-  Value mh = matrix(b, adaptive_matrix(H, os[0]), os[0], H, acc);
-  Value mw = matrix(b, adaptive_matrix(W, os[1]), os[1], W, acc);
-  return {convert(b, separable(b, xf, mh, mw), out)};
+  return {convert(b, adaptive_avg(b, xf, os), out)};
 }
 
 // _adaptive_avg_pool2d_backward(grad_output, self)
@@ -221,11 +212,9 @@ std::vector<Value> adaptive_avg_pool2d_backward(Context& c) {
   int64_t r = x.rank();
   DType out = c.out().dtype;
   DType acc = opmath(out);
-  int64_t H = x.shape()[r - 2], W = x.shape()[r - 1];
-  int64_t OH = g.shape()[r - 2], OW = g.shape()[r - 1];
-  Value mh = matrix(b, adaptive_matrix(H, OH), OH, H, acc);
-  Value mw = matrix(b, adaptive_matrix(W, OW), OW, W, acc);
-  return {convert(b, separable(b, convert(b, g, acc), transpose2(b, mh), transpose2(b, mw)), out)};
+  if (c.out().numel() == 0 || g.type.numel() == 0) return {zeros(b, c.out())};
+  std::vector<int64_t> in{x.shape()[r - 2], x.shape()[r - 1]};
+  return {convert(b, adaptive_avg_grad(b, convert(b, g, acc), in), out)};
 }
 
 const Registrar registrar({

@@ -234,38 +234,15 @@ Rule avg_pool_backward(int n) {
   };
 }
 
-// ---- Adaptive pooling: output o of a dim of size `in` covers [floor(o*in/out), ceil((o+1)*in/out)) ----
+// ---- Adaptive pooling: output o of a dim of size `in` covers [floor(o*in/out), ceil((o+1)*in/out));
+// averages are window sums (spatial::adaptive_avg), so a NaN reaches only its windows ----
 
-int64_t window_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
-int64_t window_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+int64_t window_start(int64_t o, int64_t in, int64_t out) { return adaptive_start(o, in, out); }
+int64_t window_end(int64_t o, int64_t in, int64_t out) { return adaptive_end(o, in, out); }
 
-std::vector<double> adaptive_avg_matrix(int64_t in, int64_t out) {
-  std::vector<double> m(out * in, 0.0);
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t s = window_start(o, in, out), e = window_end(o, in, out);
-    for (int64_t i = s; i < e; ++i) m[o * in + i] = 1.0 / static_cast<double>(e - s);
-  }
-  return m;
-}
-
-// x with dim `dim` replaced by M[rows, x.shape[dim]] applied along it.
-Value apply_along(Builder& b, Value x, Value m, int64_t dim) {
-  int64_t r = x.rank();
-  Value y = dot_general(b, x, m, {}, {}, {dim}, {1}, x.dtype());  // [... without dim, rows]
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < r - 1; ++i) {
-    if (i == dim) perm.push_back(r - 1);
-    perm.push_back(i);
-  }
-  if (dim == r - 1) perm.push_back(r - 1);
-  return transpose(b, y, perm);
-}
-
-// PyTorch's CPU kernels of adaptive pooling are floating-point only (NotImplementedError for
-// integers): those calls go to the CPU, which raises.
-void require_float(const Value& x) {
-  if (!is_float(x.dtype())) throw NotLowerable("adaptive pooling of a non-floating-point tensor");
-}
+// PyTorch's CPU kernels of adaptive pooling are floating-point only: NotImplementedError,
+// named as the CPU kernel names itself, for other dtypes.
+void require_float(const Value& x, const std::string& cpu_kernel) { require_dtype(is_float(x.dtype()), cpu_kernel, x.dtype()); }
 
 void check_output_size(const std::vector<int64_t>& os, const char* op) {
   for (int64_t o : os) {
@@ -278,19 +255,13 @@ std::vector<Value> adaptive_avg_pool3d(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   check_rank(x, 3, "adaptive_avg_pool3d");
-  require_float(x);
+  require_float(x, "adaptive_avg_pool3d_cpu");
   std::vector<int64_t> os = expand(c.ints(1), 3, 1);
   check_output_size(os, "adaptive_avg_pool3d");
   const Type& out = c.out();
   if (out.numel() == 0) return {zeros(b, out)};
   DType acc = opmath(out.dtype);
-  int64_t r = x.rank();
-  Value y = convert(b, x, acc);
-  for (int i = 0; i < 3; ++i) {
-    int64_t in = x.shape()[r - 3 + i];
-    y = apply_along(b, y, matrix(b, adaptive_avg_matrix(in, os[i]), os[i], in, acc), r - 3 + i);
-  }
-  return {convert(b, y, out.dtype)};
+  return {convert(b, adaptive_avg(b, convert(b, x, acc), os), out.dtype)};
 }
 
 // _adaptive_avg_pool3d_backward(grad_output, self)
@@ -300,13 +271,8 @@ std::vector<Value> adaptive_avg_pool3d_backward(Context& c) {
   const Type& out = c.out();
   if (out.numel() == 0 || g.type.numel() == 0) return {zeros(b, out)};
   DType acc = opmath(out.dtype);
-  int64_t r = x.rank();
-  Value y = convert(b, g, acc);
-  for (int i = 0; i < 3; ++i) {
-    int64_t in = x.shape()[r - 3 + i], o = g.shape()[r - 3 + i];
-    y = apply_along(b, y, transpose2(b, matrix(b, adaptive_avg_matrix(in, o), o, in, acc)), r - 3 + i);
-  }
-  return {convert(b, y, out.dtype)};
+  std::vector<int64_t> in(x.shape().end() - 3, x.shape().end());
+  return {convert(b, adaptive_avg_grad(b, convert(b, g, acc), in), out.dtype)};
 }
 
 // One adaptive max step along `dim`: values and flat indices of the window maxima.
@@ -361,7 +327,7 @@ Rule adaptive_max_pool(int n, const char* name) {
     Builder& b = c.b;
     Value x = c.tensor(0);
     check_rank(x, n, name);
-    require_float(x);
+    require_float(x, n == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d_cpu");
     std::vector<int64_t> os = expand(c.ints(1), n, 1);
     check_output_size(os, name);
     if (c.out(0).numel() == 0 || x.type.numel() == 0) {
@@ -406,6 +372,7 @@ const Registrar registrar({
     {"max_pool3d_with_indices_backward.grad_input", max_pool_backward(3)},
     {"_adaptive_avg_pool3d", adaptive_avg_pool3d},
     {"_adaptive_avg_pool3d_backward", adaptive_avg_pool3d_backward},
+    {"adaptive_avg_pool3d_backward.grad_input", adaptive_avg_pool3d_backward},
     {"adaptive_max_pool2d", adaptive_max_pool(2, "adaptive_max_pool2d")},
     {"adaptive_max_pool2d_backward", adaptive_max_pool_backward(2)},
     {"adaptive_max_pool2d_backward.grad_input", adaptive_max_pool_backward(2)},

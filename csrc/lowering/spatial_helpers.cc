@@ -80,3 +80,107 @@ std::vector<int64_t> avg_counts(int64_t in, int64_t k, int64_t s, int64_t p, int
 }
 
 }  // namespace tpu::lowering::spatial
+
+namespace tpu::lowering::spatial {
+
+using namespace hlo;
+
+Value window_sum(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& starts,
+                 const std::vector<int64_t>& lens) {
+  int64_t r = x.rank(), in = x.shape()[dim], J = static_cast<int64_t>(starts.size());
+  int64_t K = 1;
+  for (int64_t l : lens) K = std::max(K, l);
+  std::vector<int64_t> out_shape = x.shape();
+  out_shape[dim] = J;
+  if (Type(x.dtype(), out_shape).numel() == 0 || in == 0) return constant(b, 0, x.dtype(), out_shape);
+  std::vector<int64_t> pos, valid;
+  for (int64_t j = 0; j < J; ++j) {
+    for (int64_t k = 0; k < K; ++k) {
+      pos.push_back(std::min(starts[j] + k, in - 1));
+      valid.push_back(k < lens[j] ? 1 : 0);
+    }
+  }
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i) if (i != dim) perm.push_back(i);
+  perm.push_back(dim);
+  Value xt = transpose(b, x, perm);
+  std::vector<int64_t> lead(xt.shape().begin(), xt.shape().end() - 1);
+  GatherDims gd;
+  for (int64_t i = 0; i < r - 1; ++i) gd.offset_dims.push_back(i);
+  gd.collapsed_slice_dims = {r - 1};
+  gd.start_index_map = {r - 1};
+  gd.index_vector_dim = 1;
+  std::vector<int64_t> sizes = lead, gshape = lead, wshape = lead;
+  sizes.push_back(1);
+  gshape.push_back(J * K);
+  wshape.insert(wshape.end(), {J, K});
+  Value where = reshape(b, constant_i64_vector(b, pos), {J * K, 1});
+  Value g = reshape(b, gather(b, xt, where, gd, sizes, gshape), wshape);
+  // Masked with select, not a multiply: 0 * inf would be NaN.
+  Value keep = compare(b, reshape(b, constant_i64_vector(b, valid), {J, K}), constant(b, 1, DType::S64, {J, K}), "EQ");
+  g = select(b, broadcast_in_dim(b, keep, wshape, {r - 1, r}), g, constant(b, 0, x.dtype(), wshape));
+  Value s = reduce(b, g, {r}, "add");  // lead + [J]
+  std::vector<int64_t> inv(r);
+  for (int64_t i = 0; i < r; ++i) inv[perm[i]] = i;
+  return transpose(b, s, inv);
+}
+
+int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+namespace {
+// Window sizes of each output along one dim, as a vector of dtype dt broadcast along `dim`.
+Value window_sizes(Builder& b, int64_t in, int64_t out, DType dt, const std::vector<int64_t>& shape, int64_t dim) {
+  std::vector<int64_t> n;
+  for (int64_t o = 0; o < out; ++o) n.push_back(adaptive_end(o, in, out) - adaptive_start(o, in, out));
+  return broadcast_in_dim(b, convert(b, constant_i64_vector(b, n), dt), shape, {dim});
+}
+}  // namespace
+
+Value adaptive_avg(Builder& b, Value x, const std::vector<int64_t>& os) {
+  int64_t r = x.rank(), n = static_cast<int64_t>(os.size());
+  Value y = x;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t dim = r - n + i, in = x.shape()[dim];
+    std::vector<int64_t> starts, lens;
+    for (int64_t o = 0; o < os[i]; ++o) {
+      starts.push_back(adaptive_start(o, in, os[i]));
+      lens.push_back(adaptive_end(o, in, os[i]) - starts.back());
+    }
+    y = window_sum(b, y, dim, starts, lens);
+  }
+  // One division by the window's size, as the CPU kernel does.
+  Value d = constant(b, 1, x.dtype(), y.shape());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t dim = r - n + i;
+    d = mul(b, d, window_sizes(b, x.shape()[dim], os[i], x.dtype(), y.shape(), dim));
+  }
+  return div(b, y, d);
+}
+
+Value adaptive_avg_grad(Builder& b, Value g, const std::vector<int64_t>& in) {
+  int64_t r = g.rank(), n = static_cast<int64_t>(in.size());
+  Value d = constant(b, 1, g.dtype(), g.shape());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t dim = r - n + i;
+    d = mul(b, d, window_sizes(b, in[i], g.shape()[dim], g.dtype(), g.shape(), dim));
+  }
+  Value y = div(b, g, d);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t dim = r - n + i, out = g.shape()[dim];
+    // Input position p is in the windows of outputs [first(p), last(p)] (windows are monotonic).
+    // Both window ends grow with o, so one forward sweep finds first(p) and last(p).
+    std::vector<int64_t> starts, lens;
+    int64_t first = 0, last = -1;
+    for (int64_t p = 0; p < in[i]; ++p) {
+      while (first < out && adaptive_end(first, in[i], out) <= p) ++first;
+      while (last + 1 < out && adaptive_start(last + 1, in[i], out) <= p) ++last;
+      starts.push_back(std::min(first, std::max<int64_t>(out - 1, 0)));
+      lens.push_back(std::max<int64_t>(last - first + 1, 0));
+    }
+    y = window_sum(b, y, dim, starts, lens);
+  }
+  return y;
+}
+
+}  // namespace tpu::lowering::spatial

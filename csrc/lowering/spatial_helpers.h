@@ -34,3 +34,22 @@ std::vector<int64_t> avg_counts(int64_t in, int64_t k, int64_t s, int64_t p, int
 hlo::Value transpose2(hlo::Builder& b, hlo::Value m);
 
 }  // namespace tpu::lowering::spatial
+
+namespace tpu::lowering::spatial {
+
+// Windowed sums along `dim`: result j (the new extent of `dim` is starts.size()) is the sum of
+// x[starts[j] + k] for 0 <= k < lens[j]. Each output reads only its own window (a gather and a
+// masked reduce, not a dense matrix product), so a NaN or inf reaches only the windows holding it.
+hlo::Value window_sum(hlo::Builder& b, hlo::Value x, int64_t dim, const std::vector<int64_t>& starts,
+                      const std::vector<int64_t>& lens);
+
+// Adaptive pooling windows along one dim: output o covers [floor(o*in/out), ceil((o+1)*in/out)).
+int64_t adaptive_start(int64_t o, int64_t in, int64_t out);
+int64_t adaptive_end(int64_t o, int64_t in, int64_t out);
+
+// Adaptive average pooling over the last n dims of x (output sizes `os`), and its gradient
+// (the gradient `g` spread back over an input of spatial sizes `in`), both by window sums.
+hlo::Value adaptive_avg(hlo::Builder& b, hlo::Value x, const std::vector<int64_t>& os);
+hlo::Value adaptive_avg_grad(hlo::Builder& b, hlo::Value g, const std::vector<int64_t>& in);
+
+}  // namespace tpu::lowering::spatial

@@ -233,7 +233,9 @@ const std::set<std::string>& explicit_kernels() {
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
       "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
-      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex"};
+      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex",
+      // host_read_ops.cc
+      "equal", "bincount", "tril_indices", "triu_indices", "_efficientzerotensor"};
   return names;
 }
 
