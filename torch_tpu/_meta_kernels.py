@@ -1,0 +1,43 @@
+"""Meta kernels for ATen ops PyTorch ships without one.
+
+The eager engine learns an op's result sizes and dtypes from its Meta kernel before it applies the
+lowering rule (docs/ARCHITECTURE.md, the eager flow); these ops have rules but no Meta kernel
+upstream. Each kernel only describes the results: the rule checks the arguments the way the CPU
+kernel does.
+"""
+import torch
+
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _like(t, dtype=None):
+    return torch.empty(t.shape, dtype=dtype or t.dtype, device="meta")
+
+
+def _masked_softmax(self, mask, dim=None, mask_type=None):
+    return _like(self)
+
+
+def _masked_softmax_backward(grad_output, output, mask, dim=None):
+    return _like(grad_output)
+
+
+def _thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    batch, hidden = hx.shape[0], hx.shape[-1]
+    return _like(hx), torch.empty((batch, 5 * hidden), dtype=hx.dtype, device="meta")
+
+
+def _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    batch, hidden = grad_hy.shape[0], grad_hy.shape[-1]
+    gates = torch.empty((batch, 3 * hidden), dtype=grad_hy.dtype, device="meta")
+    bias = torch.empty((3 * hidden,), dtype=grad_hy.dtype, device="meta") if has_bias else None
+    return gates, gates.clone(), _like(grad_hy), bias, None if bias is None else bias.clone()
+
+
+for _name, _fn in [
+    ("_masked_softmax", _masked_softmax),
+    ("_masked_softmax_backward", _masked_softmax_backward),
+    ("_thnn_fused_gru_cell", _thnn_fused_gru_cell),
+    ("_thnn_fused_gru_cell_backward", _thnn_fused_gru_cell_backward),
+]:
+    _lib.impl(_name, _fn, "Meta")
