@@ -34,10 +34,16 @@ def _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
     return gates, gates.clone(), _like(grad_hy), bias, None if bias is None else bias.clone()
 
 
+def _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    # Replaces upstream's, which reads input_bias.device even when the bias is None (LSTM(bias=False)).
+    return _like(cx), _like(cx), _like(input_gates)
+
+
 for _name, _fn in [
     ("_masked_softmax", _masked_softmax),
     ("_masked_softmax_backward", _masked_softmax_backward),
     ("_thnn_fused_gru_cell", _thnn_fused_gru_cell),
     ("_thnn_fused_gru_cell_backward", _thnn_fused_gru_cell_backward),
+    ("_thnn_fused_lstm_cell", _thnn_fused_lstm_cell),
 ]:
-    _lib.impl(_name, _fn, "Meta")
+    _lib.impl(_name, _fn, "Meta", allow_override=True)

@@ -36,8 +36,12 @@ Value p_norm(Builder& b, Value diff, double p, bool nan_ignoring_max) {
   if (p == 1) return reduce(b, a, {last}, "add");
   if (p == 2) return unary(b, "stablehlo.sqrt", reduce(b, mul(b, a, a), {last}, "add"));
   if (std::isinf(p)) {
-    if (nan_ignoring_max) a = select(b, compare(b, a, a, "NE"), zeros(b, a.type), a);
-    return reduce(b, a, {last}, "max");  // |d| >= 0, so max's -inf start and the CPU's 0 agree
+    Value is_nan = compare(b, a, a, "NE");
+    // |d| >= 0, so max's -inf start and the CPU's 0 agree.
+    Value m = reduce(b, select(b, is_nan, zeros(b, a.type), a), {last}, "max");
+    if (nan_ignoring_max) return m;
+    Value any_nan = reduce(b, is_nan, {last}, "or");
+    return select(b, any_nan, constant(b, std::numeric_limits<double>::quiet_NaN(), m.dtype(), m.shape()), m);
   }
   Value s = reduce(b, binary(b, "stablehlo.power", a, scalar_like(b, p, a)), {last}, "add");
   return binary(b, "stablehlo.power", s, constant(b, 1.0 / p, s.dtype(), s.shape()));
@@ -184,11 +188,11 @@ Value pair_position(Builder& b, int64_t n, int64_t outside) {
   return select(b, compare(b, i, j, "LT"), pos, k(static_cast<double>(outside)));
 }
 
-void check_pdist(Value x, double p) {
+// torch.pdist checks rank, dtype and p before it calls _pdist_forward; the op itself only has the
+// CPU kernel's dtype dispatch (and reads any other rank as 2-D, which we refuse).
+void check_pdist(Value x, const char* op) {
   if (x.rank() != 2) throw InvalidCall("pdist only supports 2D tensors, got: " + std::to_string(x.rank()) + "D");
-  if (!is_float(x.dtype())) throw InvalidCall("pdist only supports floating-point dtypes");
-  if (!(p >= 0)) throw InvalidCall("pdist only supports non-negative p values");
-  require_dtype(x.dtype() == DType::F32 || x.dtype() == DType::F64, "pdist", x.dtype());
+  require_dtype(x.dtype() == DType::F32 || x.dtype() == DType::F64, op, x.dtype());
 }
 
 // _pdist_forward(self, p): the upper triangle of self's cdist, row by row.
@@ -196,7 +200,7 @@ std::vector<Value> pdist_forward(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   double p = c.double_arg(1);
-  check_pdist(x, p);
+  check_pdist(x, "pdist");
   const Type& out = c.out();
   int64_t n = x.shape()[0], count = out.numel();
   if (count == 0 || x.shape()[1] == 0) return {zeros(b, out)};
@@ -216,7 +220,7 @@ std::vector<Value> pdist_backward(Context& c) {
   Builder& b = c.b;
   Value grad = c.tensor(0), x = c.tensor(1), dist = c.tensor(3);
   double p = c.double_arg(2);
-  check_pdist(x, p);
+  check_pdist(x, "pdist_backward");
   const Type& out = c.out();
   int64_t n = x.shape()[0], m = x.shape()[1];
   if (n <= 1 || m == 0) return {zeros(b, out)};

@@ -51,6 +51,12 @@ Value full_mask(Context& c, Value x, Value mask) {
   throw InvalidCall("Mask Type should be 0 (src_mask) or 1 (src_key_padding_mask), or 2 (default_mask)");
 }
 
+// The CPU kernel stores intermediate values in the tensor's own type (bf16/f16 differences and
+// exponentials are rounded before the f32 sum): round where it does, so results agree bit for bit.
+Value stored(Builder& b, Value v, DType out) {
+  return v.dtype() == out ? v : convert(b, convert(b, v, out), v.dtype());
+}
+
 int64_t softmax_dim(Context& c, size_t arg, int64_t rank) {
   int64_t dim = c.has(arg) ? c.int_arg(arg) : rank - 1;
   return wrap_dim(dim, rank);
@@ -76,7 +82,8 @@ std::vector<Value> masked_softmax(Context& c) {
   Value kept_max = reduce_keep(b, select(b, mask, lowest, x), dim, "max");
   // A row whose kept values contain NaN: the CPU's max keeps NaN when it comes first; the sum
   // below is NaN either way.
-  Value e = select(b, mask, zero, unary(b, "stablehlo.exponential", sub(b, x, kept_max)));
+  Value e = select(b, mask, zero,
+                   stored(b, unary(b, "stablehlo.exponential", stored(b, sub(b, x, kept_max), out)), out));
   Value sum = reduce_keep(b, e, dim, "add");
   Value empty = compare(b, sum, zero, "EQ");
   Value inv = select(b, empty, constant(b, std::numeric_limits<double>::quiet_NaN(), acc, x.shape()),
@@ -102,7 +109,7 @@ std::vector<Value> masked_softmax_backward(Context& c) {
   g = convert(b, g, acc);
   y = convert(b, y, acc);
   Value zero = zeros(b, g.type);
-  Value sum = reduce_keep(b, select(b, mask, zero, mul(b, g, y)), dim, "add");
+  Value sum = reduce_keep(b, select(b, mask, zero, stored(b, mul(b, g, y), out)), dim, "add");
   Value r = select(b, mask, zero, mul(b, y, sub(b, g, sum)));
   return {reshape(b, convert(b, r, out), c.out().shape)};
 }
