@@ -39,11 +39,22 @@ def _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden
     return _like(cx), _like(cx), _like(input_gates)
 
 
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    # Replaces upstream's, which indexes lengths with a negative axis as given (wrong sizes for
+    # axis=-2); like the CPU kernel, the segments run along the last dim of lengths/offsets.
+    bounds = lengths if lengths is not None else offsets
+    shape = list(data.shape)
+    if bounds is not None and 0 < bounds.dim() <= data.dim():
+        shape[bounds.dim() - 1] = bounds.shape[-1] - (0 if lengths is not None else 1)
+    return torch.empty(shape, dtype=data.dtype, device="meta")
+
+
 for _name, _fn in [
     ("_masked_softmax", _masked_softmax),
     ("_masked_softmax_backward", _masked_softmax_backward),
     ("_thnn_fused_gru_cell", _thnn_fused_gru_cell),
     ("_thnn_fused_gru_cell_backward", _thnn_fused_gru_cell_backward),
     ("_thnn_fused_lstm_cell", _thnn_fused_lstm_cell),
+    ("segment_reduce", _segment_reduce),
 ]:
     _lib.impl(_name, _fn, "Meta", allow_override=True)
