@@ -49,6 +49,11 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     return torch.empty(shape, dtype=data.dtype, device="meta")
 
 
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+                       blank, zero_infinity=False):
+    return _like(log_probs)
+
+
 for _name, _fn in [
     ("_masked_softmax", _masked_softmax),
     ("_masked_softmax_backward", _masked_softmax_backward),
@@ -56,5 +61,6 @@ for _name, _fn in [
     ("_thnn_fused_gru_cell_backward", _thnn_fused_gru_cell_backward),
     ("_thnn_fused_lstm_cell", _thnn_fused_lstm_cell),
     ("segment_reduce", _segment_reduce),
+    ("_ctc_loss_backward", _ctc_loss_backward),
 ]:
     _lib.impl(_name, _fn, "Meta", allow_override=True)
