@@ -10,6 +10,12 @@ import torch
 _lib = torch.library.Library("aten", "IMPL")
 
 
+def _upstream(name):
+    """A meta function of torch._meta_registrations, or None where this PyTorch has none."""
+    import torch._meta_registrations as upstream
+    return getattr(upstream, name, None)
+
+
 def _like(t, dtype=None):
     return torch.empty(t.shape, dtype=dtype or t.dtype, device="meta")
 
@@ -35,18 +41,21 @@ def _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
 
 
 def _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
-    # Replaces upstream's, which reads input_bias.device even when the bias is None (LSTM(bias=False)).
+    # Upstream's reads input_bias.device even when the biases are None (LSTM(bias=False)): keep its
+    # checks where it works.
+    if input_bias is not None and hidden_bias is not None and _upstream("_thnn_fused_lstm_cell_meta"):
+        return _upstream("_thnn_fused_lstm_cell_meta")(input_gates, hidden_gates, cx, input_bias, hidden_bias)
     return _like(cx), _like(cx), _like(input_gates)
 
 
 def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
-    # Replaces upstream's, which indexes lengths with a negative axis as given (wrong sizes for
-    # axis=-2); like the CPU kernel, the segments run along the last dim of lengths/offsets.
-    bounds = lengths if lengths is not None else offsets
-    shape = list(data.shape)
-    if bounds is not None and 0 < bounds.dim() <= data.dim():
-        shape[bounds.dim() - 1] = bounds.shape[-1] - (0 if lengths is not None else 1)
-    return torch.empty(shape, dtype=data.dtype, device="meta")
+    # Upstream's indexes lengths with the axis as given (wrong sizes for axis=-2): wrap it first.
+    if indices is not None or _upstream("meta_segment_reduce") is None:
+        return _like(data)  # the rule raises the CPU's error for indices
+    if data.dim() > 0:
+        axis = axis % data.dim()
+    return _upstream("meta_segment_reduce")(data, reduce, lengths=lengths, indices=indices, offsets=offsets, axis=axis,
+                                            unsafe=unsafe, initial=initial)
 
 
 def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,

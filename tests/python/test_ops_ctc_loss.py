@@ -108,3 +108,17 @@ def test_bad_arguments_raise_like_cpu(bad):
     # Meta-kernel checks name the tensor type as the meta kernel saw it ("MetaFloatType" for
     # "torch.FloatTensor"): compare up to the type name.
     assert str(cpu.value).split(" (while")[0].split("; but got")[0].split("\n")[0] in str(dev.value)
+
+
+def test_tensor_lengths_overload():
+    """_ctc_loss.Tensor (lengths as tensors) and its backward: lengths read once on the host."""
+    lp, targets, il, tl = case(torch.float64, seed=6)
+    x, y = lp.clone().requires_grad_(), lp.to(DEV).requires_grad_()
+    before = fallbacks()
+    nd, _ = torch.ops.aten._ctc_loss.Tensor(y, targets.to(DEV), il.to(DEV), tl.to(DEV))
+    nd.sum().backward()
+    assert fallbacks() == before, fallbacks()
+    nc, _ = torch.ops.aten._ctc_loss.Tensor(x, targets, il, tl)
+    nc.sum().backward()
+    torch.testing.assert_close(nd.detach().cpu(), nc.detach())
+    torch.testing.assert_close(y.grad.cpu(), x.grad)
