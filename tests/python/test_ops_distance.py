@@ -142,3 +142,15 @@ def test_bad_arguments_raise_like_cpu(case):
     with pytest.raises(type(cpu.value)) as dev:
         calls[case](DEV)
     assert str(cpu.value).split("\n")[0] in str(dev.value)
+
+
+def test_cdist_mm_path_batched_broadcast():
+    torch.manual_seed(7)
+    x1, x2 = torch.randn(2, 1, 27, 5), torch.randn(3, 9, 5)  # batch (2, 3) broadcast, rows > 25
+    c1, d1 = x1.clone().requires_grad_(), x1.to(DEV).requires_grad_()
+    yd = no_fallback(lambda: torch.cdist(d1, x2.to(DEV)))
+    no_fallback(lambda: yd.sum().backward())
+    yc = torch.cdist(c1, x2)
+    yc.sum().backward()
+    torch.testing.assert_close(yd.detach().cpu(), yc.detach())
+    torch.testing.assert_close(d1.grad.cpu(), c1.grad)

@@ -91,3 +91,21 @@ def test_gru_noncontiguous_input():
     yd, _ = dev(x.to(DEV))
     assert fallbacks() == before
     torch.testing.assert_close(yd.cpu(), ref(x)[0])
+
+
+@pytest.mark.parametrize("mod", [torch.nn.GRU, torch.nn.LSTM])
+def test_rnn_float64_packed_sequence(mod):
+    ref, dev = twin(lambda: mod(3, 4, batch_first=True), torch.float64)
+    x = torch.randn(3, 5, 3, dtype=torch.float64)
+    lengths = torch.tensor([5, 3, 2])
+    before = fallbacks()
+    packed_d = torch.nn.utils.rnn.pack_padded_sequence(x.to(DEV), lengths, batch_first=True)
+    yd, _ = dev(packed_d)
+    yd_pad, _ = torch.nn.utils.rnn.pad_packed_sequence(yd, batch_first=True)
+    yd_pad.sum().backward()
+    assert fallbacks() == before, fallbacks()
+    yc, _ = ref(torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True))
+    yc_pad, _ = torch.nn.utils.rnn.pad_packed_sequence(yc, batch_first=True)
+    yc_pad.sum().backward()
+    torch.testing.assert_close(yd_pad.detach().cpu(), yc_pad.detach())
+    compare_grads(ref, dev)

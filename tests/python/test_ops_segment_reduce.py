@@ -104,3 +104,12 @@ def test_bad_lengths_raise_at_sync(lengths):
         seg(data, "sum", lengths=torch.tensor(lengths))
     with pytest.raises(RuntimeError):
         seg(data.to(DEV), "sum", lengths=torch.tensor(lengths).to(DEV)).cpu()
+
+
+def test_empty_data_and_all_empty_segments():
+    data = torch.randn(0, 3)
+    for reduce in REDUCTIONS:
+        before = fallbacks()
+        yd = seg(data.to(DEV), reduce, lengths=torch.tensor([0, 0]).to(DEV))
+        assert fallbacks() == before
+        torch.testing.assert_close(yd.cpu(), seg(data, reduce, lengths=torch.tensor([0, 0])), equal_nan=True)
