@@ -61,6 +61,12 @@ Value padded_targets(Builder& b, Value targets, const Ctc& c) {
   return gather(b, tg, idx, d, {1}, {c.B, c.max_target});
 }
 
+// (b, ext[b, s]) coordinates, (B, L, 2): where each extended label reads and writes its class.
+Value class_index(Builder& b, const Ctc& c) {
+  Value batch = iota(b, Type(DType::S64, {c.B, c.L, 1}), 0);
+  return concatenate(b, {batch, reshape(b, c.ext, {c.B, c.L, 1})}, 2);
+}
+
 // Arguments (log_probs, targets, input_lengths, target_lengths) at positions 0..3 from `first`;
 // the blank index is given.
 Ctc prepare(Context& cx, size_t first, int64_t blank) {
@@ -105,11 +111,14 @@ Ctc prepare(Context& cx, size_t first, int64_t blank) {
   c.skip = compare(b, c.ext, two_back, "NE");
   Value s = iota(b, Type(DType::S64, {c.B, c.L}), 1);
   c.skip = binary(b, "stablehlo.and", c.skip, compare(b, s, constant(b, 2, DType::S64, {c.B, c.L}), "GE"));
-  // lpe[t, b, s] = lp[t, b, ext[b, s]]: one match per (b, s), selected and summed over classes.
-  std::vector<int64_t> four{c.T, c.B, c.L, c.C};
-  Value match = compare(b, broadcast_in_dim(b, c.ext, four, {1, 2}), iota(b, Type(DType::S64, four), 3), "EQ");
-  Value lp4 = broadcast_in_dim(b, lp, four, {0, 1, 3});
-  c.lpe = reduce(b, select(b, match, lp4, zeros(b, lp4.type)), {3}, "add");
+  // lpe[t, b, s] = lp[t, b, ext[b, s]]: a gather of (b, class) rows of lp as (B, C, T).
+  GatherDims d;
+  d.offset_dims = {2};
+  d.collapsed_slice_dims = {0, 1};
+  d.start_index_map = {0, 1};
+  d.index_vector_dim = 2;
+  Value rows = gather(b, transpose(b, lp, {1, 2, 0}), class_index(b, c), d, {1, 1, c.T}, {c.B, c.L, c.T});
+  c.lpe = transpose(b, rows, {2, 0, 1});
   return c;
 }
 
@@ -254,14 +263,20 @@ std::vector<Value> ctc_backward(Context& cx) {
   Value log_beta = loop[2];
   Value alpha = convert(b, cx.tensor(6), t);
   Value ab = add(b, alpha, log_beta);  // (B, T, L)
-  // Per class: log of the sum over the extended labels that are this class.
-  std::vector<int64_t> four{c.B, c.T, c.L, c.C};
-  Value is_class = compare(b, broadcast_in_dim(b, c.ext, four, {0, 2}), iota(b, Type(DType::S64, four), 3), "EQ");
-  Value terms = select(b, is_class, broadcast_in_dim(b, ab, four, {0, 1, 2}), neg_inf(b, t, four));
-  Value m = reduce(b, terms, {2}, "max");  // (B, T, C)
+  // Per class: log of the sum over the extended labels that are this class, shifted by the
+  // (b, t) maximum and scatter-added into (B, C, T). (A class far below the maximum underflows to
+  // -inf where the CPU's pairwise log-add keeps a tiny value; its gradient term is as tiny.)
+  Value m = reduce(b, ab, {2}, "max");  // (B, T)
   m = select(b, compare(b, m, neg_inf(b, t, m.shape()), "EQ"), zeros(b, m.type), m);
-  Value sum = reduce(b, unary(b, "stablehlo.exponential", sub(b, terms, broadcast_in_dim(b, m, four, {0, 1, 3}))), {2}, "add");
-  Value lcab = add(b, unary(b, "stablehlo.log", sum), m);
+  Value shifted = unary(b, "stablehlo.exponential", sub(b, ab, broadcast_in_dim(b, m, {c.B, c.T, c.L}, {0, 1})));
+  ScatterDims sd;
+  sd.update_window_dims = {2};
+  sd.inserted_window_dims = {0, 1};
+  sd.scatter_dims_to_operand_dims = {0, 1};
+  sd.index_vector_dim = 2;
+  Value sums = scatter(b, zeros(b, Type(t, {c.B, c.C, c.T})), class_index(b, c), transpose(b, shifted, {0, 2, 1}), sd, "add");
+  Value lcab = add(b, unary(b, "stablehlo.log", transpose(b, sums, {0, 2, 1})),
+                   broadcast_in_dim(b, m, {c.B, c.T, c.C}, {0, 1}));  // (B, T, C)
   // grad = (exp(lp) - exp(lcab + nll - lp)) * grad_out, for t < input_length.
   Value lp = transpose(b, convert(b, cx.tensor(1), t), {1, 0, 2});  // (B, T, C)
   std::vector<int64_t> btc{c.B, c.T, c.C};

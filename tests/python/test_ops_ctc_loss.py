@@ -122,3 +122,13 @@ def test_tensor_lengths_overload():
     nc.sum().backward()
     torch.testing.assert_close(nd.detach().cpu(), nc.detach())
     torch.testing.assert_close(y.grad.cpu(), x.grad)
+
+
+def test_longer_sequences_many_classes():
+    """A speech-like size: long inputs, many classes, peaked distributions (most class terms
+    far below the best path)."""
+    torch.manual_seed(7)
+    T, B, C = 60, 3, 40
+    lp = (torch.randn(T, B, C) * 4).log_softmax(2)
+    targets = torch.randint(1, C, (B, 20))
+    compare(lp, targets, torch.tensor([60, 45, 52]), torch.tensor([20, 12, 17]), reduction="mean")
