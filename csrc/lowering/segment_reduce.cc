@@ -1,7 +1,8 @@
 // segment_reduce and _segment_reduce_backward: reductions over consecutive segments of `data`
 // along `axis`, the segments given by runtime lengths or offsets (the output size is static: one
-// value per segment). Each (segment, element) pair gets a membership flag from the segment's
-// [start, end) range, so every reduction is a masked reduce over the axis.
+// value per segment). Each position finds its segment (a prefix count of segment ends), values are
+// scattered into their segments (add/mul/max/min) and gradients gathered back: the cost is linear
+// in the data, not segments x positions.
 //
 // The CPU kernel's conventions: an empty segment gives `initial`, else -inf (max), +inf (min), 0
 // (sum), 1 (prod), NaN (mean); NaN wins max/min; mean is (initial + sum) / length. Backward: max/min
@@ -37,12 +38,24 @@ int64_t product(const std::vector<int64_t>& s, size_t from, size_t to) {
   return p;
 }
 
-// The problem in the shape (O, S, D, I): O outer rows, S segments, D positions along the axis,
-// I inner elements; `member` says which positions belong to which segment.
+// Inclusive prefix sum along dim 1 of an (O, N) S64 tensor in log2(N) doubling steps.
+Value prefix_sum(Builder& b, Value x) {
+  int64_t O = x.shape()[0], n = x.shape()[1];
+  for (int64_t k = 1; k < n; k *= 2) {
+    Value earlier = pad(b, slice(b, x, {0, 0}, {O, n - k}, {1, 1}), constant(b, 0, DType::S64), {0, k}, {0, 0}, {0, 0});
+    x = add(b, x, earlier);
+  }
+  return x;
+}
+
+// The problem in the shape (O, D, I) -> (O, S, I): O outer rows, D positions along the axis, I
+// inner elements, S segments. Each position gets its segment's coordinates (o, segment), with
+// segment S (out of range: scatters drop it) for positions outside every segment.
 struct Segments {
   int64_t O, S, D, I;
-  Value member;  // pred (O, S, D, I)
-  Value length;  // opmath (O, S, I): the segment's length
+  Value where;   // S64 (O, D, 2)
+  Value member;  // pred (O, D, I)
+  Value length;  // opmath (O, S, I)
 };
 
 Segments segments(Context& c, Value data, size_t lengths_arg, size_t offsets_arg, int64_t axis, bool check,
@@ -64,17 +77,14 @@ Segments segments(Context& c, Value data, size_t lengths_arg, size_t offsets_arg
   g.D = s[axis];
   g.I = product(s, axis + 1, s.size());
   g.S = bounds.shape()[axis] - (offsets ? 1 : 0);
+  if (g.S < 0) throw NotLowerable("segment_reduce: empty offsets");
   Value bnd = reshape(b, convert(b, bounds, DType::S64), {g.O, bounds.shape()[axis]});
   Value start, end;
   if (offsets) {
     start = slice(b, bnd, {0, 0}, {g.O, g.S}, {1, 1});
     end = slice(b, bnd, {0, 1}, {g.O, g.S + 1}, {1, 1});
   } else {
-    // end[s] = sum of lengths[t <= s]
-    Type sst(DType::S64, {g.O, g.S, g.S});
-    Value upto = compare(b, iota(b, sst, 2), iota(b, sst, 1), "LE");
-    Value lens = broadcast_in_dim(b, bnd, sst.shape, {0, 2});
-    end = reduce(b, select(b, upto, lens, zeros(b, lens.type)), {2}, "add");
+    end = prefix_sum(b, bnd);
     start = sub(b, end, bnd);
     if (check && bnd.type.numel() > 0) {
       b.assert_false(reduce(b, compare(b, bnd, zeros(b, bnd.type), "LT"), {0, 1}, "or"),
@@ -86,21 +96,49 @@ Segments segments(Context& c, Value data, size_t lengths_arg, size_t offsets_arg
                      CheckKind::RuntimeError);
     }
   }
-  std::vector<int64_t> shape4{g.O, g.S, g.D, g.I};
-  Value pos = iota(b, Type(DType::S64, shape4), 2);
-  Value st = broadcast_in_dim(b, start, shape4, {0, 1}), en = broadcast_in_dim(b, end, shape4, {0, 1});
-  g.member = binary(b, "stablehlo.and", compare(b, pos, st, "GE"), compare(b, pos, en, "LT"));
   g.length = convert(b, broadcast_in_dim(b, sub(b, end, start), {g.O, g.S, g.I}, {0, 1}), t);
+  std::vector<int64_t> od{g.O, g.D};
+  Value pos = iota(b, Type(DType::S64, od), 1);
+  Value inside = constant(b, 0, DType::Pred, od);
+  Value segment = constant(b, static_cast<double>(g.S), DType::S64, od);
+  if (g.S > 0 && g.O * g.D > 0) {
+    // A position's segment: the number of segment ends at or before it (ends at D drop out).
+    ScatterDims sd;
+    sd.inserted_window_dims = {0, 1};
+    sd.scatter_dims_to_operand_dims = {0, 1};
+    sd.index_vector_dim = 2;
+    Value rows = iota(b, Type(DType::S64, {g.O, g.S, 1}), 0);
+    Value at_end = concatenate(b, {rows, reshape(b, end, {g.O, g.S, 1})}, 2);
+    Value marks = scatter(b, zeros(b, Type(DType::S64, od)), at_end, constant(b, 1, DType::S64, {g.O, g.S}), sd, "add");
+    Value first = broadcast_in_dim(b, reshape(b, slice(b, start, {0, 0}, {g.O, 1}, {1, 1}), {g.O}), od, {0});
+    Value last = broadcast_in_dim(b, reshape(b, slice(b, end, {0, g.S - 1}, {g.O, g.S}, {1, 1}), {g.O}), od, {0});
+    inside = binary(b, "stablehlo.and", compare(b, pos, first, "GE"), compare(b, pos, last, "LT"));
+    segment = select(b, inside, prefix_sum(b, marks), segment);
+  }
+  g.where = concatenate(b, {iota(b, Type(DType::S64, {g.O, g.D, 1}), 0), reshape(b, segment, {g.O, g.D, 1})}, 2);
+  g.member = broadcast_in_dim(b, inside, {g.O, g.D, g.I}, {0, 1});
   return g;
 }
 
-// data (shape s) as (O, S, D, I), broadcast over the segments.
-Value spread(Builder& b, Value x, const Segments& g) {
-  return broadcast_in_dim(b, reshape(b, x, {g.O, g.D, g.I}), {g.O, g.S, g.D, g.I}, {0, 2, 3});
+// Combines (O, D, I) values into their segments of an (O, S, I) tensor starting at `init`.
+Value to_segments(Builder& b, Value x, const Segments& g, const std::string& combine, double init) {
+  ScatterDims sd;
+  sd.update_window_dims = {2};
+  sd.inserted_window_dims = {0, 1};
+  sd.scatter_dims_to_operand_dims = {0, 1};
+  sd.index_vector_dim = 2;
+  return scatter(b, constant(b, init, x.dtype(), {g.O, g.S, g.I}), g.where, x, sd, combine);
 }
 
-Value per_segment(Builder& b, Value x, const Segments& g) {  // (O, S, I) -> (O, S, D, I)
-  return broadcast_in_dim(b, x, {g.O, g.S, g.D, g.I}, {0, 1, 3});
+// Each position's value of an (O, S, I) per-segment tensor, as (O, D, I) (0 outside segments).
+Value from_segments(Builder& b, Value x, const Segments& g) {
+  GatherDims gd;
+  gd.offset_dims = {2};
+  gd.collapsed_slice_dims = {0, 1};
+  gd.start_index_map = {0, 1};
+  gd.index_vector_dim = 2;
+  Value v = gather(b, x, g.where, gd, {1, 1, g.I}, {g.O, g.D, g.I});
+  return select(b, g.member, v, zeros(b, v.type));
 }
 
 Value nan_of(Builder& b, const Value& like) {
@@ -125,25 +163,26 @@ std::vector<Value> segment_reduce(Context& c) {
   DType out = c.out().dtype, t = opmath(out);
   Segments g = segments(c, data, 2, 4, axis, !c.bool_arg(6) && !c.has(4), t);
   if (c.out().numel() == 0) return {zeros(b, c.out())};
-  Value x = spread(b, convert(b, data, t), g);
+  Value x = reshape(b, convert(b, data, t), {g.O, g.D, g.I});
+  Value zero = zeros(b, x.type), one = scalar_like(b, 1, x);
   bool has_init = c.has(7);
   Value init = has_init ? broadcast_in_dim(b, convert(b, c.tensor(7), t), {g.O, g.S, g.I}, {}) : Value{};
-  auto masked = [&](double fill) { return select(b, g.member, x, constant(b, fill, t, x.shape())); };
-  Value any_nan = reduce(b, binary(b, "stablehlo.and", g.member, is_nan(b, x)), {2}, "or");
+  Value nan_count = to_segments(b, select(b, is_nan(b, x), one, zero), g, "add", 0);
+  Value any_nan = compare(b, nan_count, zeros(b, nan_count.type), "GT");
   Value res;
   const double inf = std::numeric_limits<double>::infinity();
   switch (r) {
     case Reduction::Max:
     case Reduction::Min: {
       bool is_max = r == Reduction::Max;
-      res = reduce(b, masked(is_max ? -inf : inf), {2}, is_max ? "max" : "min");
+      res = to_segments(b, x, g, is_max ? "max" : "min", is_max ? -inf : inf);
       if (has_init) res = binary(b, is_max ? "stablehlo.maximum" : "stablehlo.minimum", res, init);
       res = select(b, any_nan, nan_of(b, res), res);
       break;
     }
     case Reduction::Sum:
     case Reduction::Mean:
-      res = reduce(b, masked(0), {2}, "add");
+      res = to_segments(b, x, g, "add", 0);
       if (has_init) res = add(b, res, init);
       if (r == Reduction::Mean) {
         Value empty = compare(b, g.length, zeros(b, g.length.type), "EQ");
@@ -151,7 +190,7 @@ std::vector<Value> segment_reduce(Context& c) {
       }
       break;
     case Reduction::Prod:
-      res = reduce(b, masked(1), {2}, "mul");
+      res = to_segments(b, x, g, "mul", 1);
       if (has_init) res = mul(b, res, init);
       break;
   }
@@ -168,18 +207,21 @@ std::vector<Value> segment_reduce_backward(Context& c) {
   check_data(data);
   DType out = c.out().dtype, t = opmath(out);
   Segments g = segments(c, data, 4, 5, axis, false, t);
-  if (c.out().numel() == 0) return {zeros(b, c.out())};
-  Value x = spread(b, convert(b, data, t), g);
-  Value grad = per_segment(b, reshape(b, convert(b, c.tensor(0), t), {g.O, g.S, g.I}), g);
-  Value result = per_segment(b, reshape(b, convert(b, c.tensor(1), t), {g.O, g.S, g.I}), g);
+  if (c.out().numel() == 0 || g.S == 0) return {zeros(b, c.out())};
+  Value x = reshape(b, convert(b, data, t), {g.O, g.D, g.I});
+  Value grad = from_segments(b, reshape(b, convert(b, c.tensor(0), t), {g.O, g.S, g.I}), g);
+  Value result = from_segments(b, reshape(b, convert(b, c.tensor(1), t), {g.O, g.S, g.I}), g);
   Value zero = zeros(b, x.type), one = scalar_like(b, 1, x);
+  auto count_per_segment = [&](Value flag) {  // members with `flag` in each position's segment
+    return from_segments(b, to_segments(b, select(b, flag, one, zero), g, "add", 0), g);
+  };
   Value gx;
   switch (r) {
     case Reduction::Max:
     case Reduction::Min: {
       Value hit = binary(b, "stablehlo.and", g.member,
                          binary(b, "stablehlo.or", is_nan(b, x), compare(b, x, result, "EQ")));
-      Value count = per_segment(b, reduce(b, select(b, hit, one, zero), {2}, "add"), g);
+      Value count = count_per_segment(hit);
       gx = select(b, hit, grad, zero);
       Value shared = binary(b, "stablehlo.and", compare(b, count, scalar_like(b, 2, count), "GE"),
                             compare(b, gx, zero, "GT"));
@@ -187,24 +229,20 @@ std::vector<Value> segment_reduce_backward(Context& c) {
       break;
     }
     case Reduction::Sum:
-      gx = select(b, g.member, grad, zero);
+      gx = grad;
       break;
     case Reduction::Mean:
-      gx = select(b, g.member, div(b, grad, per_segment(b, g.length, g)), zero);
+      gx = select(b, g.member, div(b, grad, from_segments(b, g.length, g)), zero);
       break;
     case Reduction::Prod: {
-      // The product of the other members for x = 0 or NaN: the nonzero finite-or-inf product,
+      // The product of the other members for x = 0 or NaN: the product of the ordinary members,
       // times 0 if another member is 0, times NaN if another is NaN (IEEE makes inf * 0 NaN too).
-      Value special = binary(b, "stablehlo.or", is_nan(b, x), compare(b, x, zero, "EQ"));
-      Value ordinary = select(b, binary(b, "stablehlo.and", g.member, unary(b, "stablehlo.not", special)), x, one);
-      Value rest = per_segment(b, reduce(b, ordinary, {2}, "mul"), g);
-      auto count_of = [&](Value flag) {
-        return per_segment(b, reduce(b, select(b, binary(b, "stablehlo.and", g.member, flag), one, zero), {2}, "add"), g);
-      };
-      Value zeros_n = count_of(compare(b, x, zero, "EQ")), nans_n = count_of(is_nan(b, x));
-      Value self_zero = select(b, compare(b, x, zero, "EQ"), one, zero), self_nan = select(b, is_nan(b, x), one, zero);
-      Value other_zero = compare(b, sub(b, zeros_n, self_zero), zero, "GT");
-      Value other_nan = compare(b, sub(b, nans_n, self_nan), zero, "GT");
+      Value x_zero = compare(b, x, zero, "EQ"), x_nan = is_nan(b, x);
+      Value special = binary(b, "stablehlo.or", x_nan, x_zero);
+      Value rest = from_segments(b, to_segments(b, select(b, special, one, x), g, "mul", 1), g);
+      Value zeros_n = count_per_segment(x_zero), nans_n = count_per_segment(x_nan);
+      Value other_zero = compare(b, sub(b, zeros_n, select(b, x_zero, one, zero)), zero, "GT");
+      Value other_nan = compare(b, sub(b, nans_n, select(b, x_nan, one, zero)), zero, "GT");
       Value others = mul(b, rest, select(b, other_zero, zero, one));
       others = select(b, other_nan, nan_of(b, others), others);
       if (c.has(7)) others = mul(b, others, broadcast_in_dim(b, convert(b, c.tensor(7), t), x.shape(), {}));
@@ -213,9 +251,7 @@ std::vector<Value> segment_reduce_backward(Context& c) {
       break;
     }
   }
-  // Each position belongs to at most one segment: summing over the segments places it.
-  Value r3 = reduce(b, gx, {1}, "add");
-  return {convert(b, reshape(b, r3, c.out().shape), out)};
+  return {convert(b, reshape(b, gx, c.out().shape), out)};
 }
 
 const Registrar registrar({

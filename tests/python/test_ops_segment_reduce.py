@@ -113,3 +113,16 @@ def test_empty_data_and_all_empty_segments():
         yd = seg(data.to(DEV), reduce, lengths=torch.tensor([0, 0]).to(DEV))
         assert fallbacks() == before
         torch.testing.assert_close(yd.cpu(), seg(data, reduce, lengths=torch.tensor([0, 0])), equal_nan=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max", "prod"])
+def test_offsets_not_starting_at_zero_and_long_axis(reduce):
+    torch.manual_seed(5)
+    data = torch.rand(10) + 0.5
+    compare(data, reduce, offsets=torch.tensor([2, 4, 4, 9]))  # positions 0-1 and 9 in no segment
+    long = torch.rand(3000) + 0.5
+    lengths = torch.randint(0, 40, (120,))
+    lengths[-1] += 3000 - lengths.sum()
+    if lengths[-1] < 0:
+        pytest.skip("random lengths overshoot")
+    compare(long, "sum" if reduce == "prod" else reduce, lengths=lengths)
