@@ -21,7 +21,7 @@ def scores(shape, dtype=torch.float32, seed=0):
     return x.to(dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 @pytest.mark.parametrize("dim", [-1, 3, 1])
 def test_generic_mask(dtype, dim):
     x = scores((2, 3, 4, 5), dtype)
@@ -78,7 +78,7 @@ def test_empty_rows():
     assert out.shape == (3, 0, 2) and fallbacks() == before
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("dim", [-1, 0])
 def test_backward(dtype, dim):
     x = scores((4, 3, 6), dtype)
