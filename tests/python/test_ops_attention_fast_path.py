@@ -151,3 +151,12 @@ def test_native_mha_bad_arguments_raise_like_cpu():
         with pytest.raises(type(cpu.value)) as dev:
             call(DEV)
         assert str(cpu.value).split("\n")[0] in str(dev.value)
+
+
+def test_multihead_attention_head_dim_8_sdpa_branch():
+    """head_dim % 8 == 0, no mask, no weights: the CPU kernel takes its SDPA branch; same values."""
+    torch.manual_seed(7)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    x = torch.randn(2, 9, 32)
+    cpu, dev = run_both(mha, x, x, x, fast_op="_native_multi_head_attention", need_weights=False)
+    close(dev, cpu)
