@@ -39,6 +39,7 @@ from . import device_module as _device_module  # noqa: E402
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 _REGISTERED_OPS = _C._register_kernels()
+from . import _meta_kernels  # noqa: E402,F401  (ops with a rule but no upstream Meta kernel)
 
 from . import metrics  # noqa: E402,F401
 from . import distributed  # noqa: E402

@@ -1,4 +1,4 @@
-// Fused optimizer steps (torch.optim.Adam/AdamW/SGD with fused=True): one module updates every
+// Fused optimizer steps (torch.optim.Adam/AdamW/SGD/Adagrad with fused=True): one module updates every
 // parameter, gradient and state tensor of the group.
 //
 // The in-place ops (_fused_adamw_, ...) return () and write their mutable lists, in schema
@@ -190,6 +190,39 @@ std::vector<Value> sgd(Context& c) {
   return out;
 }
 
+// _fused_adagrad_(self, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps,
+// maximize, grad_scale?, found_inf?). The steps were already incremented by the optimizer; the
+// float-lr schema marks them written, so they are written back unchanged (the tensor_lr one does not).
+Rule adagrad(bool writes_steps) {
+  return [writes_steps](Context& c) {
+    Builder& b = c.b;
+    const auto &params = list(c, 0), &grads = list(c, 1), &sums = list(c, 2), &steps = list(c, 3);
+    check_lists(c, "_fused_adagrad", {1, 2});
+    bool maximize = c.bool_arg(8);
+    std::vector<Value> p_out, g_out, sum_out;
+    for (size_t i = 0; i < params.size(); ++i) {
+      DType t = opmath(params[i].dtype());
+      Prologue pro = prologue(c, grads[i], t, maximize, 9, 10);
+      Value param = convert(b, params[i], t), g = pro.grad;
+      Value lr = scalar(c, c.tensor(4), param), lr_decay = scalar(c, c.tensor(5), param),
+            wd = scalar(c, c.tensor(6), param), eps = scalar(c, c.tensor(7), param), step = scalar(c, steps.at(i), param);
+      Value one = scalar_like(b, 1, param);
+      g = select(b, compare(b, wd, zeros(b, wd.type), "NE"), add(b, g, mul(b, param, wd)), g);
+      Value clr = div(b, lr, add(b, one, mul(b, sub(b, step, one), lr_decay)));
+      Value sum = add(b, convert(b, sums[i], t), mul(b, g, g));
+      Value std_ = add(b, hlo::unary(b, "stablehlo.sqrt", sum), eps);
+      Value updated = sub(b, param, mul(b, clr, div(b, g, std_)));
+      p_out.push_back(written(c, pro, updated, params[i], params[i].dtype()));
+      g_out.push_back(written(c, pro, pro.unscaled, grads[i], grads[i].dtype()));
+      sum_out.push_back(written(c, pro, sum, sums[i], sums[i].dtype()));
+    }
+    std::vector<Value> out = p_out;
+    for (const auto* l : {&g_out, &sum_out}) out.insert(out.end(), l->begin(), l->end());
+    if (writes_steps) out.insert(out.end(), steps.begin(), steps.end());
+    return out;
+  };
+}
+
 const Registrar registrar({
     {"_fused_adam", adam(false)},
     {"_fused_adam.tensor_lr", adam(false)},
@@ -197,6 +230,8 @@ const Registrar registrar({
     {"_fused_adamw.tensor_lr", adam(true)},
     {"_fused_sgd", sgd},
     {"_fused_sgd.tensor_lr", sgd},
+    {"_fused_adagrad", adagrad(true)},
+    {"_fused_adagrad.tensor_lr", adagrad(false)},
 });
 
 }  // namespace

@@ -58,11 +58,15 @@ RANDOM = {"normal", "uniform", "bernoulli", "multinomial", "randn", "rand", "ran
           "nn.functional.alpha_dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
           "cauchy", "geometric", "log_normal", "empty", "empty_like", "new_empty", "empty_strided",
           "new_empty_strided", "empty_permuted", "bernoulli"}
-# OpInfos whose ATen op has a tpu kernel that is not a lowering rule (host_read_ops.cc), or whose
-# OpInfo name matches no registered op (nn.functional.fold runs col2im).
-EXTRA_OPS = {"bincount", "equal", "nn.functional.fold", "nn.functional.grid_sample"}
 # OpInfos that test another layout or a GPU kernel, not an op we lower for dense tensors.
 NOT_DENSE = {"sparse.mm", "bmm.triton_optimized"}
+# OpInfos whose public op reaches our rules or tpu kernels under other ATen names (cdist ->
+# _cdist_forward, ctc_loss -> _ctc_loss, rms_norm -> _fused_rms_norm's pieces, fold -> col2im)
+# or through a tpu kernel that is not a lowering rule (host_read_ops.cc: bincount, equal;
+# unique_consecutive), so the name match below misses them.
+REACHED_UNDER_OTHER_NAMES = {"cdist", "nn.functional.pdist", "nn.functional.ctc_loss", "nn.functional.rms_norm",
+                             "unique_consecutive", "bincount", "equal", "nn.functional.fold",
+                             "nn.functional.grid_sample"}
 
 
 def _registered_bases():
@@ -80,7 +84,7 @@ def _selected_ops():
         if op.name in RANDOM or op.name in NOT_DENSE or f"{op.name}.{op.variant_test_name}" in NOT_DENSE:
             continue
         aten = (op.aten_name or op.name).split(".")[-1]
-        if aten in bases or op.name in bases or op.name in EXTRA_OPS:
+        if aten in bases or op.name in bases or op.name in REACHED_UNDER_OTHER_NAMES:
             ops.append(op)
     return ops
 

@@ -101,6 +101,8 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_fused_adamw_", &optimizer},
       {"aten::_fused_sgd", &optimizer},
       {"aten::_fused_sgd_", &optimizer},
+      {"aten::_fused_adagrad", &optimizer},
+      {"aten::_fused_adagrad_", &optimizer},
       {"aten::native_batch_norm", &batch_norm},
       {"aten::_native_batch_norm_legit", &batch_norm},
   };

@@ -1,0 +1,75 @@
+"""Meta kernels for ATen ops PyTorch ships without one.
+
+The eager engine learns an op's result sizes and dtypes from its Meta kernel before it applies the
+lowering rule (docs/ARCHITECTURE.md, the eager flow); these ops have rules but no Meta kernel
+upstream. Each kernel only describes the results: the rule checks the arguments the way the CPU
+kernel does.
+"""
+import torch
+
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _upstream(name):
+    """A meta function of torch._meta_registrations, or None where this PyTorch has none."""
+    import torch._meta_registrations as upstream
+    return getattr(upstream, name, None)
+
+
+def _like(t, dtype=None):
+    return torch.empty(t.shape, dtype=dtype or t.dtype, device="meta")
+
+
+def _masked_softmax(self, mask, dim=None, mask_type=None):
+    return _like(self)
+
+
+def _masked_softmax_backward(grad_output, output, mask, dim=None):
+    return _like(grad_output)
+
+
+def _thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    batch, hidden = hx.shape[0], hx.shape[-1]
+    return _like(hx), torch.empty((batch, 5 * hidden), dtype=hx.dtype, device="meta")
+
+
+def _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    batch, hidden = grad_hy.shape[0], grad_hy.shape[-1]
+    gates = torch.empty((batch, 3 * hidden), dtype=grad_hy.dtype, device="meta")
+    bias = torch.empty((3 * hidden,), dtype=grad_hy.dtype, device="meta") if has_bias else None
+    return gates, gates.clone(), _like(grad_hy), bias, None if bias is None else bias.clone()
+
+
+def _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    # Upstream's reads input_bias.device even when the biases are None (LSTM(bias=False)): keep its
+    # checks where it works.
+    if input_bias is not None and hidden_bias is not None and _upstream("_thnn_fused_lstm_cell_meta"):
+        return _upstream("_thnn_fused_lstm_cell_meta")(input_gates, hidden_gates, cx, input_bias, hidden_bias)
+    return _like(cx), _like(cx), _like(input_gates)
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    # Upstream's indexes lengths with the axis as given (wrong sizes for axis=-2): wrap it first.
+    if indices is not None or _upstream("meta_segment_reduce") is None:
+        return _like(data)  # the rule raises the CPU's error for indices
+    if data.dim() > 0:
+        axis = axis % data.dim()
+    return _upstream("meta_segment_reduce")(data, reduce, lengths=lengths, indices=indices, offsets=offsets, axis=axis,
+                                            unsafe=unsafe, initial=initial)
+
+
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+                       blank, zero_infinity=False):
+    return _like(log_probs)
+
+
+for _name, _fn in [
+    ("_masked_softmax", _masked_softmax),
+    ("_masked_softmax_backward", _masked_softmax_backward),
+    ("_thnn_fused_gru_cell", _thnn_fused_gru_cell),
+    ("_thnn_fused_gru_cell_backward", _thnn_fused_gru_cell_backward),
+    ("_thnn_fused_lstm_cell", _thnn_fused_lstm_cell),
+    ("segment_reduce", _segment_reduce),
+    ("_ctc_loss_backward", _ctc_loss_backward),
+]:
+    _lib.impl(_name, _fn, "Meta", allow_override=True)
