@@ -14,7 +14,7 @@ namespace {
 using namespace hlo;
 
 // Matrices up to this many entries are module constants; larger ones are computed in the module.
-constexpr int64_t kMaxConstantEntries = 4096;
+constexpr int64_t kMaxConstantEntries = 16384;
 
 // The rows x cols matrix e^{-+2 pi i (j k mod n) / n}, j < rows, k < cols, of complex type
 // `ct`. The product is reduced mod n in integers before the angle is formed, so large indices

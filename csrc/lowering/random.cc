@@ -55,23 +55,34 @@ Value uniform01(Builder& b, Value& key, const std::vector<int64_t>& shape, DType
   return sub(b, bitcast_convert(b, one, DType::F32), constant(b, 1, DType::F32, shape));
 }
 
-// normal_(self, mean, std, generator): Box-Muller.
+// Standard normal draws of type `acc` (Box-Muller).
+Value standard_normal(Builder& b, Value& key, const std::vector<int64_t>& shape, DType acc) {
+  Value u1 = uniform01(b, key, shape, acc);
+  Value u2 = uniform01(b, key, shape, acc);
+  Value one = constant(b, 1, acc, shape);
+  Value r = unary(b, "stablehlo.sqrt", mul(b, constant(b, -2, acc, shape), unary(b, "stablehlo.log", sub(b, one, u1))));
+  return mul(b, r, unary(b, "stablehlo.cosine", mul(b, constant(b, 2 * M_PI, acc, shape), u2)));
+}
+
+// normal_(self, mean, std, generator). Complex tensors, as in PyTorch: the real and imaginary
+// parts are each normal(mean, std / sqrt(2)), so |z - mean| has variance std^2.
 std::vector<Value> normal(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
-  if (!is_float(out.dtype)) throw NotLowerable("normal_ on a non-float tensor");
-  DType acc = float_opmath(out.dtype);
-  Value key = key_of(c);
-  Value u1 = uniform01(b, key, out.shape, acc);
-  Value u2 = uniform01(b, key, out.shape, acc);
-  Value one = constant(b, 1, acc, out.shape);
-  Value r = unary(b, "stablehlo.sqrt", mul(b, constant(b, -2, acc, out.shape),
-                                           unary(b, "stablehlo.log", sub(b, one, u1))));
-  Value z = mul(b, r, unary(b, "stablehlo.cosine", mul(b, constant(b, 2 * M_PI, acc, out.shape), u2)));
+  bool complex = is_complex(out.dtype);
+  if (!is_float(out.dtype) && !complex) throw NotLowerable("normal_ on a non-float tensor");
   double mean = c.has(1) ? c.double_arg(1) : 0.0, std = c.has(2) ? c.double_arg(2) : 1.0;
   if (std < 0) throw std::invalid_argument("normal expects std >= 0.0, but found std " + std::to_string(std));
-  z = add(b, mul(b, z, constant(b, std, acc, out.shape)), constant(b, mean, acc, out.shape));
-  return {convert(b, z, out.dtype)};
+  DType acc = float_opmath(complex ? real_part(out.dtype) : out.dtype);
+  Value key = key_of(c);
+  auto draw = [&](double scale) {
+    Value z = standard_normal(b, key, out.shape, acc);
+    return add(b, mul(b, z, constant(b, scale, acc, out.shape)), constant(b, mean, acc, out.shape));
+  };
+  if (!complex) return {convert(b, draw(std), out.dtype)};
+  Value re = draw(std / std::sqrt(2.0)), im = draw(std / std::sqrt(2.0));
+  DType rt = real_part(out.dtype);
+  return {b.emit1("stablehlo.complex", {convert(b, re, rt), convert(b, im, rt)}, out)};
 }
 
 // uniform_(self, from, to, generator)

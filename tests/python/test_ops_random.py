@@ -24,6 +24,20 @@ def test_normal_uniform_stats(dtype):
     assert u.min() >= -2 and u.max() < 5 and abs(u.mean() - 1.5) < 0.1
 
 
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_normal_stats(dtype):
+    """As in PyTorch: real and imaginary parts each normal(mean, std / sqrt(2)), independent."""
+    torch.manual_seed(0)
+    z = torch.randn(N, device=DEV, dtype=dtype).cpu()
+    assert z.dtype == dtype
+    for part in (z.real.double(), z.imag.double()):
+        assert abs(part.mean()) < 0.05 and abs(part.var() - 0.5) < 0.05
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]).double())[0, 1]) < 0.05
+    z = torch.empty(N, device=DEV, dtype=dtype).normal_(3.0, 2.0).cpu()
+    for part in (z.real.double(), z.imag.double()):
+        assert abs(part.mean() - 3) < 0.1 and abs(part.var() - 2) < 0.2
+
+
 def test_reproducible_and_advancing():
     torch.manual_seed(123)
     a = torch.randn(1000, device=DEV).cpu()
