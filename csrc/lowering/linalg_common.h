@@ -25,8 +25,8 @@ Value diag_mask(Builder& b, int64_t Bt, int64_t m, int64_t n, const std::string&
 Value diagonal(Builder& b, Value x);
 // x[:, :, idx[b, j]] for x [Bt, r, c] and idx [Bt, c'] (s64): [Bt, r, c'].
 Value gather_columns(Builder& b, Value x, Value idx);
-// True when x has a NaN or inf anywhere (tensor<i1>).
-Value any_nonfinite(Builder& b, Value x);
+// True when x has a NaN anywhere (tensor<i1>).
+Value any_nan(Builder& b, Value x);
 // Machine epsilon of f32/f64 (LAPACK's dlamch('E') * 2: the spacing of 1).
 double epsilon(DType t);
 
@@ -49,5 +49,13 @@ Qr householder_qr(Builder& b, Value a);
 Value householder_product(Builder& b, Value v, Value tau, int64_t ncols);
 // Q c (or Q^T c when `transpose`) for c [Bt, m, p]: LAPACK's ormqr from the left.
 Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose);
+
+// SVD of a [Bt, m, n] stack (linalg_svd.cc): U [Bt, m, k or m], S [Bt, k] descending,
+// V [Bt, n, k or n] (columns are the right singular vectors), k = min(m, n) > 0; U and V are
+// unset unless `uv`. NaN inputs give NaN or arbitrary values: callers check.
+struct Svd {
+  Value u, s, v;
+};
+Svd svd_decompose(Builder& b, Value a, bool full_matrices, bool uv);
 
 }  // namespace tpu::lowering::linalg

@@ -7,8 +7,9 @@
 // to their exact values (a_pq = 0, a_pp - t a_pq, a_qq + t a_pq) so rounding cannot undo a
 // rotation. Sweeps stop after one without a rotation or after kMaxSweeps (NaN cannot hang).
 // Only the UPLO triangle is read, as LAPACK. Eigenvalues ascend; eigenvectors agree with
-// LAPACK's up to sign (and the basis of a repeated eigenvalue's space). A non-finite input
-// raises the CPU's error class (RuntimeError) at the next host sync.
+// LAPACK's up to sign (and the basis of a repeated eigenvalue's space). A NaN in the read
+// triangle raises the CPU's error class (RuntimeError) at the next host sync; an inf gives NaN
+// eigenvalues, as the CPU.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -129,7 +130,7 @@ std::vector<Value> eigh(Context& c) {
   int64_t Bt = ab.shape()[0];
   Value tri = diag_mask(b, Bt, n, n, uplo == "L" || uplo == "l" ? "GE" : "LE");
   Value sym = select(b, tri, ab, transpose_last2(b, ab));
-  b.assert_false(any_nonfinite(b, sym),
+  b.assert_false(any_nan(b, sym),
                  "linalg.eigh: The algorithm failed to converge because the input matrix contained non-finite values.",
                  CheckKind::RuntimeError);
   Value amax = reduce(b, unary(b, "stablehlo.abs", sym), {1, 2}, "max");

@@ -8,8 +8,8 @@
 // a rotation (|g_p . g_q| <= tol ||g_p|| ||g_q||) or after kMaxSweeps, so NaN cannot hang.
 // U is completed to an orthonormal basis (zero singular values, full_matrices) by Householder
 // QR of the normalized columns. Singular vectors agree with LAPACK's up to the sign of each
-// column (and any basis of a repeated singular value's space). A non-finite input raises the
-// CPU's error at the next host sync (device-side check).
+// column (and any basis of a repeated singular value's space). A NaN in the input raises the
+// CPU's error at the next host sync (device-side check); an inf gives NaN values, as the CPU.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -102,27 +102,15 @@ std::pair<Value, Value> one_sided_jacobi(Builder& b, Value g, bool want_v) {
   return {r[3], want_v ? r[4] : Value{}};
 }
 
-// _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S, Vh)
-std::vector<Value> svd(Context& c) {
-  Builder& b = c.b;
-  Value a = c.tensor(0);
-  if (a.rank() < 2) throw InvalidCall("linalg.svd: The input tensor A must have at least 2 dimensions.");
-  require_f32_f64(a.dtype(), "linalg_svd_cpu");
-  bool full = c.has(1) && c.bool_arg(1), uv = !c.has(2) || c.bool_arg(2);
-  DType t = a.dtype();
-  Value ab = as_batch(b, a);
-  int64_t Bt = ab.shape()[0], m = ab.shape()[1], n = ab.shape()[2], k = std::min(m, n);
-  const Type &tu = c.out(0), &ts = c.out(1), &tv = c.out(2);
-  if (Bt == 0) return {zeros(b, tu), zeros(b, ts), zeros(b, tv)};
-  b.assert_false(any_nonfinite(b, a),
-                 "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.",
-                 CheckKind::RuntimeError);
-  if (k == 0) {  // U and Vh are identities where square and non-empty
-    auto id = [&](const Type& out, int64_t size) {
-      return out.numel() == 0 ? zeros(b, out) : reshape(b, eye(b, t, Bt, size, size), out.shape);
-    };
-    return {uv ? id(tu, m) : zeros(b, tu), zeros(b, ts), uv ? id(tv, n) : zeros(b, tv)};
-  }
+}  // namespace
+
+namespace linalg {
+
+using namespace hlo;
+
+Svd svd_decompose(Builder& b, Value ab, bool full, bool uv) {
+  DType t = ab.dtype();
+  int64_t Bt = ab.shape()[0], m = ab.shape()[1], n = ab.shape()[2];
   bool wide = m < n;
   Value g = wide ? transpose_last2(b, ab) : ab;  // [Bt, M, N], M >= N
   int64_t M = g.shape()[1], N = g.shape()[2], Np = N + (N % 2);
@@ -136,9 +124,9 @@ std::vector<Value> svd(Context& c) {
   Value sigma = unary(b, "stablehlo.sqrt", reduce(b, mul(b, gr, gr), {1}, "add"));  // [Bt, N]
   Value idx = iota(b, Type(DType::S64, {Bt, N}), 1);
   std::vector<Value> sorted = sort(b, {sigma, idx}, 1, true, true);
-  Value S = mul(b, sorted[0], broadcast_in_dim(b, amax, {Bt, N}, {0}));
-  S = reshape(b, S, ts.shape);
-  if (!uv) return {zeros(b, tu), S, zeros(b, tv)};
+  Svd r;
+  r.s = mul(b, sorted[0], broadcast_in_dim(b, amax, {Bt, N}, {0}));
+  if (!uv) return r;
   Value V = gather_columns(b, slice(b, vr, {0, 0, 0}, {Bt, N, N}, {1, 1, 1}), sorted[1]);  // [Bt, N, N]
   Value G = gather_columns(b, gr, sorted[1]);
   Value sg = sorted[0];
@@ -152,8 +140,40 @@ std::vector<Value> svd(Context& c) {
   Value d = sign_or_one(b, diagonal(b, f.a));  // [Bt, N]
   if (ucols > N) d = pad(b, d, constant(b, 1, t), {0, 0}, {0, ucols - N}, {0, 0});
   Value U = mul(b, Q, broadcast_in_dim(b, d, Q.shape(), {0, 2}));  // [Bt, M, ucols]
-  Value Uout = wide ? V : U, Vh = wide ? transpose_last2(b, U) : transpose_last2(b, V);
-  return {reshape(b, Uout, tu.shape), S, reshape(b, Vh, tv.shape)};
+  r.u = wide ? V : U;
+  r.v = wide ? U : V;
+  return r;
+}
+
+}  // namespace linalg
+
+namespace {
+
+// _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S, Vh)
+std::vector<Value> svd(Context& c) {
+  Builder& b = c.b;
+  Value a = c.tensor(0);
+  if (a.rank() < 2) throw InvalidCall("linalg.svd: The input tensor A must have at least 2 dimensions.");
+  require_f32_f64(a.dtype(), "linalg_svd_cpu");
+  bool full = c.has(1) && c.bool_arg(1), uv = !c.has(2) || c.bool_arg(2);
+  DType t = a.dtype();
+  Value ab = as_batch(b, a);
+  int64_t Bt = ab.shape()[0], m = ab.shape()[1], n = ab.shape()[2], k = std::min(m, n);
+  const Type &tu = c.out(0), &ts = c.out(1), &tv = c.out(2);
+  if (Bt == 0) return {zeros(b, tu), zeros(b, ts), zeros(b, tv)};
+  b.assert_false(any_nan(b, a),
+                 "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.",
+                 CheckKind::RuntimeError);
+  if (k == 0) {  // U and Vh are identities where square and non-empty
+    auto id = [&](const Type& out, int64_t size) {
+      return out.numel() == 0 ? zeros(b, out) : reshape(b, eye(b, t, Bt, size, size), out.shape);
+    };
+    return {uv ? id(tu, m) : zeros(b, tu), zeros(b, ts), uv ? id(tv, n) : zeros(b, tv)};
+  }
+  Svd r = svd_decompose(b, ab, full, uv);
+  Value S = reshape(b, r.s, ts.shape);
+  if (!uv) return {zeros(b, tu), S, zeros(b, tv)};
+  return {reshape(b, r.u, tu.shape), S, reshape(b, transpose_last2(b, r.v), tv.shape)};
 }
 
 const Registrar registrar({
