@@ -346,7 +346,8 @@ std::vector<Value> solve_ex(Context& c) {
 }
 
 // lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U); the parts not
-// asked for are empty tensors (PyTorch's shapes, from the meta kernel).
+// asked for are empty tensors (PyTorch's shapes, from the meta kernel). Any dtype, complex
+// included: it only selects entries.
 std::vector<Value> lu_unpack(Context& c) {
   Builder& b = c.b;
   Value lu = c.tensor(0), piv = c.tensor(1);
@@ -354,7 +355,6 @@ std::vector<Value> lu_unpack(Context& c) {
     throw InvalidCall("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: " + shape_str(lu.shape()) +
                       " instead");
   }
-  if (is_complex(lu.dtype())) throw NotLowerable("lu_unpack of complex");
   int64_t m = lu.shape()[lu.rank() - 2], n = lu.shape().back(), k = std::min(m, n);
   std::vector<int64_t> lb = batch_of(lu), pb(piv.shape().begin(), piv.shape().end() - (piv.rank() > 0 ? 1 : 0));
   if (piv.rank() < 1 || pb != lb || piv.shape().back() != k) throw NotLowerable("lu_unpack: pivots of another shape");

@@ -43,6 +43,12 @@ FALLBACKS = {
     "linalg.lu": (C64, "LU-based linear algebra is lowered for real dtypes only"),
     "linalg.lu_solve": (C64, "LU-based linear algebra is lowered for real dtypes only"),
     "linalg.inv_ex": (C64, "LU-based linear algebra is lowered for real dtypes only"),
+    "geqrf": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
+    "linalg.qr": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
+    "linalg.householder_product": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
+    "ormqr": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
+    "linalg.lstsq": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
+    "linalg.lstsq.grad_oriented": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
     "_upsample_bilinear2d_aa": ({torch.uint8}, "the CPU's uint8 antialiased resize is not lowered (float only)"),
     "nn.functional.interpolate": ({torch.uint8}, "interpolating (bilinear/bicubic) resizes of uint8 are not lowered"),
 }

@@ -430,3 +430,4 @@ def test_lstsq_errors_match_cpu():
             f(*args)
         with pytest.raises(type(cpu.value)):
             f(*[t.to(DEV) for t in args])
+
