@@ -431,3 +431,60 @@ def test_lstsq_errors_match_cpu():
         with pytest.raises(type(cpu.value)):
             f(*[t.to(DEV) for t in args])
 
+
+
+# ---------------------------------------------------------------- Cholesky
+
+def spd(*shape, dtype=torch.float64, seed=0):
+    a = rand(*shape, dtype=torch.float64, seed=seed)
+    return (a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=torch.float64)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (3, 6, 6), (2, 2, 4, 4)])
+def test_cholesky(dtype, shape):
+    a = spd(*shape, dtype=dtype)
+    junk = rand(*shape, dtype=dtype, seed=3)  # the triangle LAPACK does not read
+    lower, upper = a.tril() + junk.triu(1), a.triu() + junk.tril(-1)
+    check(torch.linalg.cholesky, lower)
+    check(lambda t: tuple(torch.linalg.cholesky_ex(t)), lower)
+    check(lambda t: torch.linalg.cholesky(t, upper=True), upper)
+    check(lambda t: torch.linalg.cholesky(t.mT), lower.mT.contiguous())  # non-contiguous
+    b = rand(*shape[:-1], 3, dtype=dtype, seed=1)
+    l = torch.linalg.cholesky(a)
+    check(torch.cholesky_solve, b, l)
+    check(lambda x, f: torch.cholesky_solve(x, f, upper=True), b, l.mT)
+    check(torch.cholesky_solve, b, l[..., :1, :, :] if l.dim() > 2 else l)  # broadcast factor
+    check(torch.cholesky_inverse, l)
+    check(lambda f: torch.cholesky_inverse(f, upper=True), l.mT)
+
+
+def test_cholesky_not_positive_definite():
+    a = spd(3, 4, 4)
+    a[1, 2, 2] = -100.0  # fails at column 3 (info = 3)
+    a[2, 0, 0] = float("nan")  # fails at column 1
+    check(lambda t: torch.linalg.cholesky_ex(t).info, a)
+    torch.testing.assert_close(on_tpu(torch.linalg.cholesky_ex, a)[0][0], torch.linalg.cholesky(a[0]))
+    with pytest.raises(torch.linalg.LinAlgError):  # check_errors: PyTorch raises from info
+        torch.linalg.cholesky(a.to(DEV))
+    check(lambda t: tuple(torch.linalg.cholesky_ex(t)), torch.zeros(0, 3, 3))
+
+
+def test_cholesky_gradients_and_distributions():
+    a = spd(2, 4, 4)
+    b = rand(2, 4, 2, seed=1)
+
+    def run(dev):
+        x, y = a.to(dev).requires_grad_(), b.to(dev).requires_grad_()
+        l = torch.linalg.cholesky(x)
+        (l.sum() + torch.cholesky_solve(y, l).pow(2).sum() + torch.cholesky_inverse(l).sum()).backward()
+        return x.grad, y.grad
+
+    before = fallbacks()
+    got = run(DEV)
+    assert fallbacks() == before, fallbacks()
+    for g, w in zip(got, run("cpu")):
+        torch.testing.assert_close(g.cpu(), w)
+    # MultivariateNormal's log_prob: Cholesky and triangular solves.
+    dist = lambda t: torch.distributions.MultivariateNormal(torch.zeros(4, dtype=t.dtype, device=t.device), t[0])
+    check(lambda t, y: dist(t).log_prob(y[0].mT), a, b)
