@@ -147,6 +147,7 @@ std::vector<Value> eigh(Context& c) {
 
 const Registrar registrar({
     {"_linalg_eigh", eigh},
+    {"_linalg_eigh.eigenvalues", eigh},  // out= (rule_for knows only overloads named like "out")
 });
 
 }  // namespace

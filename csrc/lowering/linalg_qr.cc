@@ -134,6 +134,7 @@ std::vector<Value> ormqr(Context& c) {
 
 const Registrar registrar({
     {"geqrf", geqrf},
+    {"geqrf.a", geqrf},  // out= (rule_for knows only overloads named like "out")
     {"linalg_qr", qr},
     {"linalg_householder_product", householder},
     {"ormqr", ormqr},

@@ -178,6 +178,7 @@ std::vector<Value> svd(Context& c) {
 
 const Registrar registrar({
     {"_linalg_svd", svd},
+    {"_linalg_svd.U", svd},  // out= (rule_for knows only overloads named like "out")
 });
 
 }  // namespace

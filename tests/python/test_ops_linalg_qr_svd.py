@@ -488,3 +488,26 @@ def test_cholesky_gradients_and_distributions():
     # MultivariateNormal's log_prob: Cholesky and triangular solves.
     dist = lambda t: torch.distributions.MultivariateNormal(torch.zeros(4, dtype=t.dtype, device=t.device), t[0])
     check(lambda t, y: dist(t).log_prob(y[0].mT), a, b)
+
+
+def test_out_variants():
+    a = rand(2, 5, 3)
+    s = a[0].mT @ a[0]
+
+    def run(dev):
+        t, q = a.to(dev), s.to(dev)
+        new = lambda: torch.empty(0, dtype=a.dtype, device=dev)
+        outs = [new() for _ in range(11)]
+        torch.geqrf(t, out=(outs[0], outs[1]))
+        torch.linalg.qr(t, out=(outs[2], outs[3]))
+        torch.linalg.svdvals(t, out=outs[4])
+        torch.linalg.eigvalsh(q, out=outs[5])
+        torch.linalg.eigh(q, out=(outs[6], outs[7]))
+        torch.linalg.lstsq(t, t[..., :2], out=(outs[8], outs[9], outs[10], new()))
+        return [o.cpu() for o in outs[:6] + [outs[8]]]
+
+    before = fallbacks()
+    got = run(DEV)
+    assert fallbacks() == before, fallbacks()
+    for g, w in zip(got, run("cpu")):
+        torch.testing.assert_close(g, w)

@@ -28,6 +28,13 @@ std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
   return {a, at::empty(tau_sizes, self.options().device(c10::kMeta))};
 }
 
+std::tuple<at::Tensor&, at::Tensor&> geqrf_out_meta(const at::Tensor& self, at::Tensor& a, at::Tensor& tau) {
+  auto [ra, rt] = geqrf_meta(self);
+  a.resize_(ra.sizes());
+  tau.resize_(rt.sizes());
+  return {a, tau};
+}
+
 // linalg_lstsq(A, B, rcond, *, driver): PyTorch's composite kernel calls linalg_lstsq.out,
 // which has CPU/CUDA kernels only. Shapes as the CPU kernel returns them; gelsd/gelss with
 // m > n are given full-rank residuals (the rule sends those calls to the CPU anyway).
@@ -72,11 +79,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_meta(const at::
   return {at::empty(xs, opts), at::empty(res, real), at::empty(rank, opts.dtype(at::kLong)), at::empty(sv, real)};
 }
 
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> lstsq_out_meta(
+    const at::Tensor& a, const at::Tensor& b, std::optional<double> rcond, std::optional<c10::string_view> driver,
+    at::Tensor& solution, at::Tensor& residuals, at::Tensor& rank, at::Tensor& singular_values) {
+  auto r = lstsq_meta(a, b, rcond, driver);
+  solution.resize_(std::get<0>(r).sizes());
+  residuals.resize_(std::get<1>(r).sizes());
+  rank.resize_(std::get<2>(r).sizes());
+  singular_values.resize_(std::get<3>(r).sizes());
+  return {solution, residuals, rank, singular_values};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
   m.impl("geqrf", geqrf_meta);
+  m.impl("geqrf.a", geqrf_out_meta);
   m.impl("linalg_lstsq", lstsq_meta);
+  m.impl("linalg_lstsq.out", lstsq_out_meta);
 }
 
 }  // namespace tpu::engine
