@@ -61,6 +61,8 @@ FALLBACKS = {
     "linalg.pinv.singular": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
     "linalg.pinv.hermitian": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
     "linalg.svdvals": (C64, "QR/SVD/eigh/lstsq are lowered for float32/float64 only"),
+    "cholesky_inverse": (C64, "Cholesky is lowered for float32/float64 only"),
+    "linalg.cholesky_ex": (C64, "Cholesky is lowered for float32/float64 only"),
     "_upsample_bilinear2d_aa": ({torch.uint8}, "the CPU's uint8 antialiased resize is not lowered (float only)"),
     "nn.functional.interpolate": ({torch.uint8}, "interpolating (bilinear/bicubic) resizes of uint8 are not lowered"),
 }
