@@ -1,4 +1,4 @@
-// LU-based linear algebra for real floating types: linalg_lu_factor_ex, linalg_lu,
+// LU-based linear algebra for real floating types: linalg_lu_factor_ex, linalg_lu, lu_unpack,
 // linalg_lu_solve, linalg_inv_ex, _linalg_solve_ex.
 //
 // StableHLO has no LU op: the factorization is partial-pivoting Gaussian elimination written as
@@ -196,13 +196,14 @@ std::vector<Value> lu(Context& c) {
   return {reshape(b, P, c.out(0).shape), reshape(b, L, c.out(1).shape), reshape(b, U, c.out(2).shape)};
 }
 
-// The row permutation [Bt, n] that LAPACK pivots [Bt, n] (1-based) apply: B[perm] = P^T B.
-Value perm_of_pivots(Builder& b, Value piv) {
-  int64_t Bt = piv.shape()[0], n = piv.shape()[1];
+// The row permutation [Bt, rows] that LAPACK pivots [Bt, k] (1-based, k <= rows; default
+// rows = k) apply: B[perm] = P^T B.
+Value perm_of_pivots(Builder& b, Value piv, int64_t rows = -1) {
+  int64_t Bt = piv.shape()[0], k = piv.shape()[1], n = rows < 0 ? k : rows;
   Type tperm(DType::S64, {Bt, n}), tk(DType::S64, {});
   std::vector<Type> state{tk, piv.type, tperm};
   std::string cond = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
-    return std::vector<Value>{compare(rb, v[0], s64(rb, n), "LT")};
+    return std::vector<Value>{compare(rb, v[0], s64(rb, k), "LT")};
   });
   std::string body = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
     Value k = v[0];
@@ -344,7 +345,52 @@ std::vector<Value> solve_ex(Context& c) {
           reshape(b, f.info, c.out(3).shape)};
 }
 
+// lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U); the parts not
+// asked for are empty tensors (PyTorch's shapes, from the meta kernel). Any dtype, complex
+// included: it only selects entries.
+std::vector<Value> lu_unpack(Context& c) {
+  Builder& b = c.b;
+  Value lu = c.tensor(0), piv = c.tensor(1);
+  if (lu.rank() < 2) {
+    throw InvalidCall("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: " + shape_str(lu.shape()) +
+                      " instead");
+  }
+  int64_t m = lu.shape()[lu.rank() - 2], n = lu.shape().back(), k = std::min(m, n);
+  std::vector<int64_t> lb = batch_of(lu), pb(piv.shape().begin(), piv.shape().end() - (piv.rank() > 0 ? 1 : 0));
+  if (piv.rank() < 1 || pb != lb || piv.shape().back() != k) throw NotLowerable("lu_unpack: pivots of another shape");
+  std::vector<Value> outs;
+  bool unpack_data = !c.has(2) || c.bool_arg(2), unpack_pivots = !c.has(3) || c.bool_arg(3);
+  if (unpack_pivots && c.out(0).numel() > 0) {
+    int64_t Bt = c.out(0).numel() / (m * m);
+    Value perm = perm_of_pivots(b, reshape(b, convert(b, piv, DType::S32), {Bt, k}), m);
+    Value rr = iota(b, Type(DType::S64, {Bt, m, m}), 1);
+    Value P = convert(b, compare(b, rr, broadcast_in_dim(b, perm, {Bt, m, m}, {0, 2}), "EQ"), c.out(0).dtype);
+    outs.push_back(reshape(b, P, c.out(0).shape));
+  } else {
+    outs.push_back(zeros(b, c.out(0)));
+  }
+  if (!unpack_data || c.out(1).numel() == 0 || c.out(2).numel() == 0) {
+    outs.push_back(zeros(b, c.out(1)));
+    outs.push_back(zeros(b, c.out(2)));
+    return outs;
+  }
+  Value a = as_batch(b, lu);
+  int64_t Bt = a.shape()[0];
+  DType t = a.dtype();
+  Value Lfull = slice(b, a, {0, 0, 0}, {Bt, m, k}, {1, 1, 1});
+  Value lr = iota(b, Type(DType::S64, {Bt, m, k}), 1), lc = iota(b, Type(DType::S64, {Bt, m, k}), 2);
+  Value L = select(b, compare(b, lr, lc, "GT"), Lfull,
+                   select(b, compare(b, lr, lc, "EQ"), constant(b, 1, t, {Bt, m, k}), zeros(b, Lfull.type)));
+  Value Ufull = slice(b, a, {0, 0, 0}, {Bt, k, n}, {1, 1, 1});
+  Value ur = iota(b, Type(DType::S64, {Bt, k, n}), 1), uc = iota(b, Type(DType::S64, {Bt, k, n}), 2);
+  Value U = select(b, compare(b, ur, uc, "LE"), Ufull, zeros(b, Ufull.type));
+  outs.push_back(reshape(b, convert(b, L, c.out(1).dtype), c.out(1).shape));
+  outs.push_back(reshape(b, convert(b, U, c.out(2).dtype), c.out(2).shape));
+  return outs;
+}
+
 const Registrar registrar({
+    {"lu_unpack", lu_unpack},
     {"linalg_lu_factor_ex", lu_factor_ex},
     {"linalg_lu", lu},
     {"linalg_lu_solve", lu_solve},
