@@ -13,6 +13,12 @@ using namespace hlo;
 // PyTorch computes float16/bfloat16 element-wise math in float32 and rounds once at the end.
 DType out_math(Context& c) { return opmath(c.out().dtype); }
 
+Value conjugate(Builder& b, Value z) {
+  Type rt(real_part(z.dtype()), z.shape());
+  Value re = b.emit1("stablehlo.real", {z}, rt), im = b.emit1("stablehlo.imag", {z}, rt);
+  return b.emit1("stablehlo.complex", {re, neg(b, im)}, z.type);
+}
+
 // Operand i converted to `dtype` and broadcast to the output shape.
 Value operand(Context& c, size_t i, DType dtype) {
   return cast_to(c.b, c.tensor(i), dtype, c.out().shape);
@@ -81,8 +87,10 @@ Rule alpha_rule(const std::string& op) {
 // floating input is the common dtype, so f computes in it even when out= is wider.
 Rule unary_rule(std::function<Value(Builder&, Value)> f) {
   return [f](Context& c) {
-    DType in = c.tensor(0).dtype();
-    DType common = is_float(in) ? in : c.out().dtype;
+    DType in = c.tensor(0).dtype(), out = c.out().dtype;
+    // An integer input with a complex out= computes in reals as the CPU does (erf has no
+    // complex form; sqrt of a negative is NaN, then converted).
+    DType common = is_float(in) ? in : is_complex(out) && !is_complex(in) ? real_part(out) : out;
     return std::vector<Value>{round_to_common(c.b, f(c.b, operand(c, 0, opmath(common))), common)};
   };
 }
@@ -214,7 +222,7 @@ std::vector<Value> round_decimals(Context& c) {
 }
 
 Value relu(Builder& b, Value x) { return max(b, x, scalar_like(b, 0, x)); }
-Value sigmoid(Builder& b, Value x) { return unary(b, "stablehlo.logistic", x); }
+Value sigmoid(Builder& b, Value x) { return torch_sigmoid(b, x); }
 
 std::vector<Value> silu_backward(Context& c) {
   Builder& b = c.b;
@@ -291,13 +299,16 @@ std::vector<Value> lerp(Context& c) {
 }
 
 // addcmul/addcdiv: self + value * (t1 op t2)
+// self + value * t1 * t2 (or value * t1 / t2), in that order as on the CPU (overflow to inf
+// depends on it), in the inputs' promoted type: an integer addcmul wraps around in int before
+// it is converted to a floating out= tensor.
 Rule addc_rule(bool divide) {
   return [divide](Context& c) {
-    DType t = out_math(c);
+    DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), a = operand(c, 1, t), d = operand(c, 2, t);
-    Value prod = divide ? div(c.b, a, d) : mul(c.b, a, d);
-    if (c.has(3)) prod = mul(c.b, prod, operand(c, 3, t));
-    return std::vector<Value>{add(c.b, x, prod)};
+    if (c.has(3)) a = mul(c.b, operand(c, 3, t), a);
+    Value r = add(c.b, x, divide ? div(c.b, a, d) : mul(c.b, a, d));
+    return std::vector<Value>{convert(c.b, round_to_common(c.b, r, c.compute_dtype), c.out().dtype)};
   };
 }
 
@@ -413,8 +424,9 @@ const Registrar registrar({
          Type real(z.dtype() == DType::C64 ? DType::F32 : DType::F64, z.shape());
          return std::vector<Value>{convert(c.b, c.b.emit1("stablehlo.abs", {z}, real), c.out().dtype)};
        }
+       require_dtype(z.dtype() != DType::Pred, "abs_cpu", z.dtype());
        Value x = operand(c, 0, out_math(c));
-       return std::vector<Value>{is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(c.b, "stablehlo.abs", x)};
+       return std::vector<Value>{is_unsigned(x.dtype()) ? x : unary(c.b, "stablehlo.abs", x)};
      }},
     {"neg", hlo_unary("stablehlo.negate")},
     {"sign", unary_rule(sign)},
@@ -432,7 +444,7 @@ const Registrar registrar({
     {"log10", unary_rule([](Builder& b, Value x) {
        return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN10, x));
      })},
-    {"sqrt", hlo_unary("stablehlo.sqrt")},
+    {"sqrt", unary_rule(torch_sqrt)},
     {"rsqrt", hlo_unary("stablehlo.rsqrt")},
     {"reciprocal", unary_rule(reciprocal)},
     {"sin", hlo_unary("stablehlo.sine")},
@@ -490,15 +502,20 @@ const Registrar registrar({
      }},
     {"gelu_backward", gelu_backward},
     {"silu_backward", silu_backward},
+    // The CPU's order, g * (1 - y) * y, so products overflow to the same inf; complex grads
+    // take the conjugate derivative, g * conj((1 - y) * y).
     {"sigmoid_backward", [](Context& c) {
        DType t = out_math(c);
        Value g = operand(c, 0, t), y = operand(c, 1, t);
-       return std::vector<Value>{mul(c.b, g, mul(c.b, y, sub(c.b, scalar_like(c.b, 1, y), y)))};
+       Value one_minus_y = sub(c.b, scalar_like(c.b, 1, y), y);
+       if (is_complex(t)) return std::vector<Value>{mul(c.b, g, conjugate(c.b, mul(c.b, one_minus_y, y)))};
+       return std::vector<Value>{mul(c.b, mul(c.b, g, one_minus_y), y)};
      }},
-    {"tanh_backward", [](Context& c) {
+    {"tanh_backward", [](Context& c) {  // g * (1 - y * y), conjugated for complex as above
        DType t = out_math(c);
        Value g = operand(c, 0, t), y = operand(c, 1, t);
-       return std::vector<Value>{mul(c.b, g, sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y)))};
+       Value d = sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y));
+       return std::vector<Value>{mul(c.b, g, is_complex(t) ? conjugate(c.b, d) : d)};
      }},
     {"threshold_backward", threshold_backward},
     {"softplus", softplus},

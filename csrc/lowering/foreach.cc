@@ -73,6 +73,21 @@ Rule hlo_unary(const std::string& op) {
   return unary([op](Builder& b, Value x) { return hlo::unary(b, op, x); });
 }
 
+// |x| of each tensor as it is: a complex tensor's modulus (a real result), unsigned tensors
+// unchanged (stablehlo.abs takes none); bool is rejected as on the CPU.
+std::vector<Value> foreach_abs(Context& c) {
+  size_t n = list_size(c, 0);
+  std::vector<Value> out;
+  for (size_t i = 0; i < n; ++i) {
+    Value x = elem(c, 0, i);
+    require_dtype(x.dtype() != DType::Pred, "abs_cpu", x.dtype());
+    Type real(is_complex(x.dtype()) ? (x.dtype() == DType::C64 ? DType::F32 : DType::F64) : x.dtype(), x.shape());
+    Value r = is_unsigned(x.dtype()) ? x : c.b.emit1("stablehlo.abs", {x}, real);
+    out.push_back(cast_to(c.b, r, c.out_types[i].dtype, c.out_types[i].shape));
+  }
+  return out;
+}
+
 // (self, tensor1, tensor2, value | scalars): self + value * (tensor1 op tensor2)
 Rule addc(bool divide) {
   return foreach_rule([divide](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
@@ -223,10 +238,10 @@ const Registrar registrar({
     {"_foreach_lerp.Scalar", lerp()},
     {"_foreach_lerp.List", lerp()},
     {"_foreach_lerp.ScalarList", lerp()},
-    {"_foreach_sqrt", hlo_unary("stablehlo.sqrt")},
+    {"_foreach_sqrt", unary(torch_sqrt)},
     {"_foreach_rsqrt", hlo_unary("stablehlo.rsqrt")},
     {"_foreach_neg", hlo_unary("stablehlo.negate")},
-    {"_foreach_abs", hlo_unary("stablehlo.abs")},
+    {"_foreach_abs", foreach_abs},
     {"_foreach_exp", hlo_unary("stablehlo.exponential")},
     {"_foreach_log", hlo_unary("stablehlo.log")},
     {"_foreach_sign", hlo_unary("stablehlo.sign")},
@@ -255,7 +270,7 @@ const Registrar registrar({
     {"_foreach_log1p", hlo_unary("stablehlo.log_plus_one")},
     {"_foreach_log2", log_base(M_LN2)},
     {"_foreach_round", float_only("stablehlo.round_nearest_even")},
-    {"_foreach_sigmoid", hlo_unary("stablehlo.logistic")},
+    {"_foreach_sigmoid", unary(torch_sigmoid)},
     {"_foreach_sin", hlo_unary("stablehlo.sine")},
     {"_foreach_sinh", hlo_unary("chlo.sinh")},
     {"_foreach_tan", hlo_unary("stablehlo.tan")},

@@ -23,6 +23,9 @@ KNOWN = [
     ("*native_batch_norm*", "shape mismatch", r"result\[[12]\]: shape \(0,\) on CPU",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': save_mean/save_invstd of "
      "batch norm without training statistics are (C,) as the meta kernel says; the CPU returns (0,)"),
+    ("_fused_*", "tpu-only raise", r"ValueError: .*has shape .*, its parameter",
+     "docs/limits.md 'Fused optimizers with mis-shaped lists': we raise; the CPU kernel reads and "
+     "writes out of bounds"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),

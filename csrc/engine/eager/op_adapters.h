@@ -23,6 +23,9 @@ struct OpAdapter {
   // running_mean/var in training): their indices for this call. They become written targets
   // after the returns (op_outputs), and the rule returns their new values last.
   std::vector<int> (*unannotated_writes)(const torch::jit::Stack&, size_t first) = nullptr;
+  // The CPU kernel's dtype for the first result, where PyTorch's Python meta kernel (what the
+  // outputs are allocated from) gives another one (threshold_backward of integer grads).
+  c10::ScalarType (*result_dtype)(const torch::jit::Stack&, size_t first) = nullptr;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.

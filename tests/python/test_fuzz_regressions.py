@@ -1,0 +1,130 @@
+"""Defects the differential fuzzer (tests/fuzz) found, each pinned by the smallest call that
+showed it, compared with PyTorch CPU at assert_close's default tolerances."""
+import math
+
+import pytest
+import torch
+
+import torch_tpu  # noqa: F401
+
+from helpers import fallbacks
+
+inf, nan = math.inf, math.nan
+aten = torch.ops.aten
+
+
+def same_as_cpu(f, *xs):
+    """f on tpu copies of xs gives the CPU's values, dtypes and shapes, with no CPU fallback."""
+    before = fallbacks()
+    got = f(*[x.to("tpu") if isinstance(x, torch.Tensor) else x for x in xs])
+    want = f(*xs)
+    got, want = (got, want) if isinstance(want, (tuple, list)) else ([got], [want])
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True)
+    assert fallbacks() == before, fallbacks()
+
+
+def test_mse_loss_backward_mean_counts_self_not_the_broadcast_gradient():
+    # grad_output (7, 5) broadcasts a 0-d self: the mean divides by self's 1 element.
+    grad = torch.randn(7, 5)
+    same_as_cpu(lambda g, x, y: aten.mse_loss_backward(g, x, y, 1), grad, torch.tensor(4.3), torch.tensor(1.0))
+
+
+def test_tanh_and_sigmoid_backward_of_complex_take_the_conjugate():
+    g = torch.tensor([1 + 2j, -3 + 0.5j], dtype=torch.complex64)
+    y = torch.tensor([0.3 - 1.7j, 2 + 1j], dtype=torch.complex64)
+    same_as_cpu(aten.tanh_backward, g, y)
+    same_as_cpu(aten.sigmoid_backward, g, y)
+
+
+def test_backward_products_overflow_in_the_cpus_order():
+    # g * (1 - y) * y: g * (1 - y) overflows to inf first on the CPU, then * y = inf, not NaN.
+    g, y = torch.tensor([1e30, -1e30, 1e30]), torch.tensor([-1e30, 1e-30, 0.5])
+    same_as_cpu(aten.sigmoid_backward, g, y)
+    same_as_cpu(aten.tanh_backward, g, y)
+
+
+def test_addcmul_and_addcdiv_multiply_value_first_like_the_cpu():
+    x, a, d = torch.zeros(3), torch.tensor([1e30, 3e38, -2e20]), torch.tensor([1e10, 1e-30, 4e20])
+    same_as_cpu(lambda x, a, d: torch.addcmul(x, a, d, value=10.0), x, a, d)
+    same_as_cpu(lambda x, a, d: torch.addcdiv(x, a, d, value=1e-10), x, a, d)
+
+
+def test_integer_addcmul_wraps_in_int_before_a_float_out():
+    x = torch.tensor([2**31 - 1, -5], dtype=torch.int32)
+    a = torch.tensor([2**31 - 1, 7], dtype=torch.int32)
+    same_as_cpu(lambda x, a: torch.addcmul(x, a, a, value=-3, out=torch.empty(0, dtype=torch.bfloat16, device=x.device)),
+                x, a)
+
+
+def test_complex_sigmoid_is_nan_where_exp_overflows_like_the_cpu():
+    z = torch.tensor([complex(-inf, -1.0), complex(-100.0, 1.0), complex(0.5, -3.0), complex(-0.4, 0.3)] * 3,
+                     dtype=torch.complex64)
+    same_as_cpu(torch.sigmoid, z)
+    same_as_cpu(lambda z: torch._foreach_sigmoid([z])[0], z)
+
+
+def test_complex_sqrt_keeps_the_sign_of_a_zero_imaginary_part():
+    z = torch.tensor([complex(-2.178, 0.0), complex(4.0, 0.0), complex(-1.0, 2.0)], dtype=torch.complex64)
+    same_as_cpu(torch.sqrt, z.conj())
+    same_as_cpu(torch.sqrt, z)
+    got = torch.sqrt(z.conj().to("tpu")).cpu()
+    assert torch.equal(got.imag.signbit(), torch.sqrt(z.conj().resolve_conj()).imag.signbit())
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.complex64])
+def test_foreach_abs_of_unsigned_and_complex(dtype):
+    xs = [torch.tensor([[3, 2], [0, 7]]).to(dtype), torch.tensor([1, 5, 0]).to(dtype)]
+    if dtype == torch.complex64:
+        xs = [x * (1 - 2j) for x in xs]
+    same_as_cpu(lambda *xs: torch._foreach_abs(list(xs)), *xs)
+
+
+def test_abs_of_bool_is_not_implemented_like_the_cpu():
+    x = torch.tensor([True, False])
+    for f in (torch.abs, lambda x: torch._foreach_abs([x])):
+        with pytest.raises(NotImplementedError):
+            f(x)
+        with pytest.raises(NotImplementedError, match="abs"):
+            f(x.to("tpu"))
+
+
+def test_float_math_of_integers_into_a_complex_out_computes_in_reals():
+    x = torch.tensor([1, 7, 255, 6], dtype=torch.uint8)
+    same_as_cpu(lambda x: torch.erf(x, out=torch.empty(4, dtype=torch.complex64, device=x.device)), x)
+    i = torch.tensor([-4, 9], dtype=torch.int32)  # sqrt(-4) is NaN in reals, 2j in complex
+    same_as_cpu(lambda i: torch.sqrt(i, out=torch.empty(2, dtype=torch.complex64, device=i.device)), i)
+
+
+def test_threshold_backward_promotes_integer_grads_like_the_cpu():
+    same_as_cpu(lambda g, x: aten.threshold_backward(g, x, -1.147),
+                torch.tensor(-2, dtype=torch.int32).expand(7), torch.randn(7, dtype=torch.float64))
+    same_as_cpu(lambda g, x: aten.threshold_backward(g, x, 3),
+                torch.tensor([6, -1, 4], dtype=torch.int64), torch.tensor(-3.0))
+
+
+@pytest.mark.parametrize("op", [aten._log_softmax_backward_data, aten._softmax_backward_data])
+def test_softmax_backward_data_returns_the_grads_dtype_like_the_cpu(op):
+    g = torch.tensor([3.0, -1.0], dtype=torch.float16)
+    y = torch.tensor([-0.7, -1.2], dtype=torch.float16)
+    same_as_cpu(lambda g, y: op(g, y, -1, torch.float32), g, y)
+    same_as_cpu(lambda g, y: op(g, y, 0, torch.bfloat16), g.float(), y.float())
+
+
+def test_half_convolution_is_at_least_as_close_as_the_cpu_to_float64():
+    x = torch.randn(1, 1, 8, 5, dtype=torch.float16)
+    w = torch.randn(1, 1, 8, 3, dtype=torch.float16)
+    bias = torch.tensor([0.344], dtype=torch.float16)
+    args = ([1, 2], [1, 1], [1, 1], True, [0, 0], 1, False, False, True, True)
+    cpu = aten._convolution(x, w, bias, *args)
+    got = aten._convolution(x.to("tpu"), w.to("tpu"), bias.to("tpu"), *args).cpu()
+    ref = aten._convolution(x.double(), w.double(), bias.double(), *args)
+    assert got.dtype == cpu.dtype and got.shape == cpu.shape
+    assert bool(((got.double() - ref).abs() <= (cpu.double() - ref).abs() + 1e-12).all())
+
+
+def test_batch_norm_eval_without_running_stats_raises_instead_of_crashing():
+    # The CPU kernel reads the missing statistics and segfaults; we raise, naming the op.
+    x = torch.randn(1, 2, 3, 8, device="tpu")
+    with pytest.raises(RuntimeError, match="_native_batch_norm_legit"):
+        aten._native_batch_norm_legit.no_stats(x, None, None, False, 0.9, 1e-3)
