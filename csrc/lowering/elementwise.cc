@@ -48,9 +48,11 @@ void assert_nonzero_integer_divisor(Builder& b, Value y) {
   b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), "EQ"), all, "or"), "ZeroDivisionError", CheckKind::RuntimeError);
 }
 
-// x op y for remainder/fmod: the divisor is checked for integer zeros.
-Rule division_rule(std::function<Value(Builder&, Value, Value)> f) {
-  return [f](Context& c) {
+// x op y for remainder/fmod: the divisor is checked for integer zeros. Complex operands are
+// rejected as on the CPU (XLA's compiler crashes on a complex stablehlo.remainder).
+Rule division_rule(const std::string& cpu_name, std::function<Value(Builder&, Value, Value)> f) {
+  return [cpu_name, f](Context& c) {
+    require_dtype(!is_complex(c.compute_dtype), cpu_name, c.compute_dtype);
     DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
     assert_nonzero_integer_divisor(c.b, y);
@@ -305,9 +307,15 @@ std::vector<Value> lerp(Context& c) {
 Rule addc_rule(bool divide) {
   return [divide](Context& c) {
     DType t = opmath(c.compute_dtype);
-    Value x = operand(c, 0, t), a = operand(c, 1, t), d = operand(c, 2, t);
-    if (c.has(3)) a = mul(c.b, operand(c, 3, t), a);
-    Value r = add(c.b, x, divide ? div(c.b, a, d) : mul(c.b, a, d));
+    // v * operand i; a bool operand as a select, so that inf * False is NaN as on the CPU
+    // (XLA folds a multiplication by a converted bool into a select of 0).
+    auto times = [&](Value v, size_t i) {
+      if (c.tensor(i).dtype() != DType::Pred) return mul(c.b, v, operand(c, i, t));
+      return select(c.b, operand(c, i, DType::Pred), v, mul(c.b, v, scalar_like(c.b, 0, v)));
+    };
+    Value x = operand(c, 0, t), d = operand(c, 2, t);
+    Value a = c.has(3) ? times(operand(c, 3, t), 1) : operand(c, 1, t);
+    Value r = add(c.b, x, divide ? div(c.b, a, d) : times(a, 2));
     return std::vector<Value>{convert(c.b, round_to_common(c.b, r, c.compute_dtype), c.out().dtype)};
   };
 }
@@ -325,10 +333,17 @@ Value sign(Builder& b, Value x) {
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
 
-// Float predicates (isinf, isfinite...): integers and bools are always finite.
+// Float predicates (isinf, isfinite...): integers and bools are always finite. A complex value
+// is finite when both parts are (`value_for_integers` true: the parts' results are and-ed), and
+// infinite when either part is (or-ed).
 Rule float_predicate(std::function<Value(Builder&, Value)> f, bool value_for_integers) {
   return [f, value_for_integers](Context& c) {
     Value x = c.tensor(0);
+    if (is_complex(x.dtype())) {
+      Type rt(real_part(x.dtype()), x.shape());
+      Value re = f(c.b, c.b.emit1("stablehlo.real", {x}, rt)), im = f(c.b, c.b.emit1("stablehlo.imag", {x}, rt));
+      return std::vector<Value>{binary(c.b, value_for_integers ? "stablehlo.and" : "stablehlo.or", re, im)};
+    }
     if (!is_float(x.dtype())) {
       return std::vector<Value>{constant(c.b, value_for_integers, DType::Pred, c.out().shape)};
     }
@@ -382,8 +397,8 @@ const Registrar registrar({
     {"mul.Tensor", hlo_binary("stablehlo.multiply")},
     {"div.Tensor", hlo_binary("stablehlo.divide", true)},
     {"div.Tensor_mode", div_mode},
-    {"remainder.Tensor", division_rule(python_remainder)},
-    {"fmod.Tensor", division_rule([](Builder& b, Value x, Value y) { return binary(b, "stablehlo.remainder", x, y); })},
+    {"remainder.Tensor", division_rule("remainder_cpu", python_remainder)},
+    {"fmod.Tensor", division_rule("fmod_cpu", [](Builder& b, Value x, Value y) { return binary(b, "stablehlo.remainder", x, y); })},
     {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
     {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
     {"pow.Scalar", hlo_binary("stablehlo.power")},
@@ -480,8 +495,14 @@ const Registrar registrar({
     {"isinf", float_predicate([](Builder& b, Value x) {
        return equals_constant(b, unary(b, "stablehlo.abs", x), INFINITY);
      }, false)},
-    {"isposinf", float_predicate([](Builder& b, Value x) { return equals_constant(b, x, INFINITY); }, false)},
-    {"isneginf", float_predicate([](Builder& b, Value x) { return equals_constant(b, x, -INFINITY); }, false)},
+    {"isposinf", [](Context& c) {
+       if (is_complex(c.tensor(0).dtype())) throw InvalidCall("isposinf does not support complex inputs.");
+       return float_predicate([](Builder& b, Value x) { return equals_constant(b, x, INFINITY); }, false)(c);
+     }},
+    {"isneginf", [](Context& c) {
+       if (is_complex(c.tensor(0).dtype())) throw InvalidCall("isneginf does not support complex inputs.");
+       return float_predicate([](Builder& b, Value x) { return equals_constant(b, x, -INFINITY); }, false)(c);
+     }},
     {"isfinite", float_predicate([](Builder& b, Value x) {
        return b.emit1("stablehlo.is_finite", {x}, Type(DType::Pred, x.shape()));
      }, true)},
@@ -490,8 +511,10 @@ const Registrar registrar({
     {"isin.Scalar_Tensor", isin},
     {"isnan", [](Context& c) {
        Value x = c.tensor(0);
-       if (!is_float(x.dtype())) return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};
-       return std::vector<Value>{compare(c.b, x, x, "NE")};
+       if (!is_float(x.dtype()) && !is_complex(x.dtype())) {
+         return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};
+       }
+       return std::vector<Value>{compare(c.b, x, x, "NE")};  // complex: NaN in either part
      }},
     {"relu", unary_rule(relu)},
     {"sigmoid", unary_rule(sigmoid)},

@@ -247,7 +247,8 @@ std::vector<Value> native_dropout_backward(Context& c) {
   DType out = c.out().dtype;
   Value g = convert(b, c.tensor(0), opmath(out));
   Value m = cast_to(b, c.tensor(1), DType::Pred, g.shape());
-  Value r = mul(b, select(b, m, g, zeros(b, g.type)), scalar_like(b, c.double_arg(2), g));
+  // grad * mask * scale as on the CPU: a dropped inf or NaN gradient gives NaN (inf * 0).
+  Value r = mul(b, select(b, m, g, mul(b, g, zeros(b, g.type))), scalar_like(b, c.double_arg(2), g));
   return {convert(b, r, out)};
 }
 

@@ -1,6 +1,7 @@
 // Normalization layers: layer norm, group norm and batch norm, and their backwards.
 //
 // Statistics are computed in the opmath type (f32 for bf16/f16 inputs).
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -42,6 +43,12 @@ std::vector<Value> native_layer_norm(Context& c) {
   Value var = div(b, reduce(b, mul(b, d, d), dims, "add"), constant(b, static_cast<double>(n), acc, mean.shape()));
   Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
   Value y = mul(b, d, back(rstd));
+  if (n > 1) {
+    // The CPU's mean is a Welford update: after an infinite element, inf + (x - inf) / k = NaN
+    // (an inf as the very last element of a short row stays ±inf there; rare, not reproduced).
+    Value inf_mean = compare(b, unary(b, "stablehlo.abs", mean), constant(b, INFINITY, acc, mean.shape()), "EQ");
+    mean = select(b, inf_mean, constant(b, NAN, acc, mean.shape()), mean);
+  }
   std::vector<int64_t> wdims;
   for (int64_t i = axis; i < x.rank(); ++i) wdims.push_back(i);
   if (c.has(2)) y = mul(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), x.shape(), wdims));

@@ -26,6 +26,12 @@ KNOWN = [
     ("_fused_*", "tpu-only raise", r"ValueError: .*has shape .*, its parameter",
      "docs/limits.md 'Fused optimizers with mis-shaped lists': we raise; the CPU kernel reads and "
      "writes out of bounds"),
+    ("*mm*", "silent mismatch", r".",
+     "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
+     "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
+    ("_foreach_copy*", "silent mismatch", r".",
+     "docs/limits.md '_foreach_copy into a self with internal overlap': the CPU's result depends on its "
+     "write order (checked only when an input is an unfold/expand view, see `applies`)"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),
@@ -37,7 +43,9 @@ def applies(entry, case, detail="") -> bool:
     op_glob = entry[0]
     if op_glob.startswith("linalg_solve_triangular"):
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
-    if op_glob == "*pow*":
+    if op_glob == "_foreach_copy*":
+        return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
+    if op_glob in ("*pow*", "*mm*"):
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
     return True
 

@@ -128,3 +128,50 @@ def test_batch_norm_eval_without_running_stats_raises_instead_of_crashing():
     x = torch.randn(1, 2, 3, 8, device="tpu")
     with pytest.raises(RuntimeError, match="_native_batch_norm_legit"):
         aten._native_batch_norm_legit.no_stats(x, None, None, False, 0.9, 1e-3)
+
+
+def test_complex_remainder_and_fmod_are_not_implemented_like_the_cpu():
+    # XLA's compiler crashed (segfault) on a complex stablehlo.remainder.
+    z, y = torch.tensor([complex(-1.1, 1.1)]), torch.tensor(-3.3, dtype=torch.float64)
+    for f in (torch.remainder, torch.fmod):
+        with pytest.raises(NotImplementedError):
+            f(z, y)
+        with pytest.raises(NotImplementedError, match="_cpu"):
+            f(z.to("tpu"), y.to("tpu"))
+
+
+def test_max_of_no_elements_raises_but_max_out_gives_the_identity_like_the_cpu():
+    for dtype in (torch.int32, torch.float32):
+        x = torch.ones(4, 5, 0, dtype=dtype)
+        same_as_cpu(lambda x: aten.max.unary_out(x, out=torch.empty(0, dtype=dtype, device=x.device)), x)
+        same_as_cpu(lambda x: aten.min.unary_out(x, out=torch.empty(0, dtype=dtype, device=x.device)), x)
+        with pytest.raises(RuntimeError, match="max"):
+            torch.max(x.to("tpu"))
+
+
+def test_float_predicates_of_complex_look_at_both_parts():
+    z = torch.tensor([complex(inf, 0), complex(1, nan), complex(-inf, nan), complex(0.5, -2), complex(1, -inf)])
+    for f in (torch.isfinite, torch.isinf, torch.isnan):
+        same_as_cpu(f, z)
+    for f in (torch.isposinf, torch.isneginf):
+        with pytest.raises(RuntimeError, match="complex"):
+            f(z.to("tpu"))
+
+
+def test_dropped_infinite_gradients_are_nan_like_the_cpu():
+    g = torch.tensor([inf, -inf, nan, 2.0, inf])
+    mask = torch.tensor([False, True, False, False, True])
+    same_as_cpu(lambda g, m: aten.native_dropout_backward(g, m, -0.394), g, mask)
+    same_as_cpu(lambda g, m: aten.native_dropout_backward(g, m, 2.0), g.to(torch.complex64), mask)
+
+
+def test_addcdiv_and_addcmul_of_bool_tensors_with_an_infinite_value():
+    x, t1 = torch.randn(6), torch.tensor([False, True, False, True, True, False])
+    d = torch.tensor([2.0, -1.0, 0.5, nan, 3.0, 1.0])
+    same_as_cpu(lambda x, t1, d: torch.addcdiv(x, t1, d, value=inf), x, t1, d)
+    same_as_cpu(lambda x, t1, d: torch.addcmul(x, d, t1, value=-inf), x, t1, d)
+
+
+def test_layer_norm_mean_of_a_row_with_an_inf_is_nan_like_the_cpu():
+    x = torch.tensor([[-inf, 1.8, 1.0, -2.1], [0.5, inf, -1.0, 2.0], [1.0, 2.0, 3.0, 4.0]])
+    same_as_cpu(lambda x: aten.native_layer_norm(x, [4], None, None, 0.9), x)
