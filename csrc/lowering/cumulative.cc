@@ -117,7 +117,12 @@ Value log_add_exp(Builder& b, Value x, Value y) {
 
 std::vector<Value> logcumsumexp(Context& c) {  // _logcumsumexp(self, dim)
   Builder& b = c.b;
-  DType out = c.out().dtype;
+  DType out = c.out().dtype, in = c.tensor(0).dtype();
+  // An out= of another dtype is rejected as torch.logcumsumexp does: PyTorch's CPU kernel for
+  // _logcumsumexp.out writes the input's type into it, past its end when it is narrower.
+  if (is_float(in) && out != in) {
+    throw InvalidCall(std::string("expected scalar_type ") + hlo::torch_name(in) + " but found " + hlo::torch_name(out));
+  }
   if (!is_float(out)) throw NotLowerable("logcumsumexp of a non-float type");
   Value x = convert(b, c.tensor(0), opmath(out));
   if (x.rank() == 0) {

@@ -304,9 +304,23 @@ std::vector<Value> lerp(Context& c) {
 // self + value * t1 * t2 (or value * t1 / t2), in that order as on the CPU (overflow to inf
 // depends on it), in the inputs' promoted type: an integer addcmul wraps around in int before
 // it is converted to a floating out= tensor.
+// The integer type integer tensors compute in when a float `value` made compute_dtype a float
+// one: the CPU converts value to the tensors' type (truncating 0.545 to 0).
+DType integer_tensors_type(Context& c, DType compute) {
+  if (!is_float(compute)) return compute;
+  DType widest = DType::Pred;
+  for (size_t i = 0; i < 3; ++i) {
+    DType d = c.tensor(i).dtype();
+    if (is_float(d) || is_complex(d)) return compute;
+    if (d != DType::Pred && (widest == DType::Pred || bit_width(d) > bit_width(widest))) widest = d;
+  }
+  return widest == DType::Pred ? compute : widest;
+}
+
 Rule addc_rule(bool divide) {
   return [divide](Context& c) {
-    DType t = opmath(c.compute_dtype);
+    DType common = integer_tensors_type(c, c.compute_dtype);
+    DType t = opmath(common);
     // v * operand i; a bool operand as a select, so that inf * False is NaN as on the CPU
     // (XLA folds a multiplication by a converted bool into a select of 0).
     auto times = [&](Value v, size_t i) {
@@ -316,7 +330,7 @@ Rule addc_rule(bool divide) {
     Value x = operand(c, 0, t), d = operand(c, 2, t);
     Value a = c.has(3) ? times(operand(c, 3, t), 1) : operand(c, 1, t);
     Value r = add(c.b, x, divide ? div(c.b, a, d) : times(a, 2));
-    return std::vector<Value>{convert(c.b, round_to_common(c.b, r, c.compute_dtype), c.out().dtype)};
+    return std::vector<Value>{convert(c.b, round_to_common(c.b, r, common), c.out().dtype)};
   };
 }
 

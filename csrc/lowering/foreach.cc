@@ -88,6 +88,13 @@ std::vector<Value> foreach_abs(Context& c) {
   return out;
 }
 
+// maximum/minimum (and clamp_min/clamp_max) with a NaN on either side giving NaN, as on the CPU.
+Rule extreme(const std::string& op) {
+  return foreach_rule([op](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+    return nan_propagating(c.b, op, operand(c, 0, i, t, s), operand(c, 1, i, t, s));
+  });
+}
+
 // (self, tensor1, tensor2, value | scalars): self + value * (tensor1 op tensor2)
 Rule addc(bool divide) {
   return foreach_rule([divide](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
@@ -164,6 +171,14 @@ Rule log_base(double ln_base) {
     return div(b, hlo::unary(b, "stablehlo.log", x), scalar_like(b, ln_base, x));
   });
 }
+// sign as the CPU's (0 < x) - (x < 0): NaN gives 0, unsigned values 0 or 1.
+Value foreach_sign(Builder& b, Value x) {
+  if (x.dtype() == DType::Pred) return x;
+  Value zero = scalar_like(b, 0, x);
+  Value positive = convert(b, compare(b, zero, x, "LT"), x.dtype()), negative = convert(b, compare(b, x, zero, "LT"), x.dtype());
+  return sub(b, positive, negative);
+}
+
 // atan through atan2's half-angle form (XLA:CPU's vectorized atan is wrong for some sizes;
 // see elementwise.cc).
 Value foreach_atan(Builder& b, Value x) {
@@ -212,18 +227,18 @@ const Registrar registrar({
     {"_foreach_div.List", binary("stablehlo.divide")},
     {"_foreach_div.ScalarList", binary("stablehlo.divide")},
     {"_foreach_div.Tensor", binary("stablehlo.divide")},
-    {"_foreach_maximum.Scalar", binary("stablehlo.maximum")},
-    {"_foreach_maximum.List", binary("stablehlo.maximum")},
-    {"_foreach_maximum.ScalarList", binary("stablehlo.maximum")},
-    {"_foreach_minimum.Scalar", binary("stablehlo.minimum")},
-    {"_foreach_minimum.List", binary("stablehlo.minimum")},
-    {"_foreach_minimum.ScalarList", binary("stablehlo.minimum")},
-    {"_foreach_clamp_min.Scalar", binary("stablehlo.maximum")},
-    {"_foreach_clamp_min.List", binary("stablehlo.maximum")},
-    {"_foreach_clamp_min.ScalarList", binary("stablehlo.maximum")},
-    {"_foreach_clamp_max.Scalar", binary("stablehlo.minimum")},
-    {"_foreach_clamp_max.List", binary("stablehlo.minimum")},
-    {"_foreach_clamp_max.ScalarList", binary("stablehlo.minimum")},
+    {"_foreach_maximum.Scalar", extreme("stablehlo.maximum")},
+    {"_foreach_maximum.List", extreme("stablehlo.maximum")},
+    {"_foreach_maximum.ScalarList", extreme("stablehlo.maximum")},
+    {"_foreach_minimum.Scalar", extreme("stablehlo.minimum")},
+    {"_foreach_minimum.List", extreme("stablehlo.minimum")},
+    {"_foreach_minimum.ScalarList", extreme("stablehlo.minimum")},
+    {"_foreach_clamp_min.Scalar", extreme("stablehlo.maximum")},
+    {"_foreach_clamp_min.List", extreme("stablehlo.maximum")},
+    {"_foreach_clamp_min.ScalarList", extreme("stablehlo.maximum")},
+    {"_foreach_clamp_max.Scalar", extreme("stablehlo.minimum")},
+    {"_foreach_clamp_max.List", extreme("stablehlo.minimum")},
+    {"_foreach_clamp_max.ScalarList", extreme("stablehlo.minimum")},
     {"_foreach_pow.List", binary("stablehlo.power")},
     {"_foreach_pow.Scalar", binary("stablehlo.power")},
     {"_foreach_pow.ScalarList", binary("stablehlo.power")},
@@ -244,7 +259,7 @@ const Registrar registrar({
     {"_foreach_abs", foreach_abs},
     {"_foreach_exp", hlo_unary("stablehlo.exponential")},
     {"_foreach_log", hlo_unary("stablehlo.log")},
-    {"_foreach_sign", hlo_unary("stablehlo.sign")},
+    {"_foreach_sign", unary(foreach_sign)},
     {"_foreach_reciprocal", unary(reciprocal)},
     {"_foreach_zero", foreach_rule([](Context& c, size_t, DType t, const std::vector<int64_t>& s) {
        return constant(c.b, 0, t, s);
@@ -256,7 +271,12 @@ const Registrar registrar({
     {"_foreach_max", foreach_max},
     {"_foreach_acos", hlo_unary("chlo.acos")},
     {"_foreach_asin", hlo_unary("chlo.asin")},
-    {"_foreach_atan", unary(foreach_atan)},
+    {"_foreach_atan", [](Context& c) {
+       for (const Value& x : c.arg(0).tensors) {
+         if (is_complex(x.dtype())) throw NotLowerable("complex atan");  // as atan (elementwise.cc)
+       }
+       return unary(foreach_atan)(c);
+     }},
     {"_foreach_ceil", float_only("stablehlo.ceil")},
     {"_foreach_cos", hlo_unary("stablehlo.cosine")},
     {"_foreach_cosh", hlo_unary("chlo.cosh")},

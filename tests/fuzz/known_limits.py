@@ -32,6 +32,15 @@ KNOWN = [
     ("_foreach_copy*", "silent mismatch", r".",
      "docs/limits.md '_foreach_copy into a self with internal overlap': the CPU's result depends on its "
      "write order (checked only when an input is an unfold/expand view, see `applies`)"),
+    ("_cum*_helper*", "silent mismatch", r".",
+     "docs/limits.md '_cummax_helper / _cummin_helper called directly with a negative dim': the CPU "
+     "kernel does not wrap the dim and reads out of bounds (checked only for a negative dim, see `applies`)"),
+    ("*batch_norm*", "tpu-only raise", r"should contain \d+ elements not \d+",
+     "docs/limits.md 'Batch norm kernels with per-channel tensors of the wrong size': torch.batch_norm's "
+     "check; the CPU kernels read out of bounds"),
+    ("isin*", "silent mismatch", r".",
+     "docs/limits.md 'isin(..., assume_unique=True) of inputs that are not unique': the CPU's answer "
+     "relies on the promise (checked only with assume_unique=True, see `applies`)"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),
@@ -43,6 +52,10 @@ def applies(entry, case, detail="") -> bool:
     op_glob = entry[0]
     if op_glob.startswith("linalg_solve_triangular"):
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
+    if op_glob == "_cum*_helper*":
+        return bool(re.search(r",\s*-\d+\)$", case.call.strip() + ")"))
+    if op_glob == "isin*":
+        return "assume_unique=True" in case.call
     if op_glob == "_foreach_copy*":
         return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
     if op_glob in ("*pow*", "*mm*"):

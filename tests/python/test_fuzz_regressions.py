@@ -175,3 +175,42 @@ def test_addcdiv_and_addcmul_of_bool_tensors_with_an_infinite_value():
 def test_layer_norm_mean_of_a_row_with_an_inf_is_nan_like_the_cpu():
     x = torch.tensor([[-inf, 1.8, 1.0, -2.1], [0.5, inf, -1.0, 2.0], [1.0, 2.0, 3.0, 4.0]])
     same_as_cpu(lambda x: aten.native_layer_norm(x, [4], None, None, 0.9), x)
+
+
+def test_foreach_sign_of_nan_is_zero_and_foreach_maximum_propagates_nan():
+    x = torch.tensor([nan, -0.0, 2.5, -inf, 1e30])
+    same_as_cpu(lambda x: torch._foreach_sign([x])[0], x)
+    same_as_cpu(lambda x: torch._foreach_maximum([x], nan)[0], x)
+    same_as_cpu(lambda x, y: torch._foreach_minimum([x], [y])[0], x, torch.tensor([0.0, nan, 1.0, 2.0, 3.0]))
+    same_as_cpu(lambda x: torch._foreach_clamp_min([x], 0.5)[0], x)
+
+
+def test_integer_add_relu_and_addcmul_truncate_a_float_alpha_like_the_cpu():
+    a = torch.tensor([3, -3, 2**40, -6], dtype=torch.int64)
+    b = torch.tensor([4, -1, 2**40, 6], dtype=torch.int64)
+    same_as_cpu(lambda a, b: aten._add_relu_(a.clone(), b, alpha=-0.961), a, b)
+    same_as_cpu(lambda a, b: aten._add_relu(a, b, alpha=2.7), a, b)
+    x, t1, t2 = (torch.tensor([6], dtype=torch.int32), torch.tensor([-1], dtype=torch.int32),
+                 torch.tensor([6], dtype=torch.int32))
+    for value in (0.545, 1.9, -2.5):
+        same_as_cpu(lambda x, t1, t2: torch.addcmul(x, t1, t2, value=value,
+                                                    out=torch.empty(0, dtype=torch.int64, device=x.device)), x, t1, t2)
+
+
+def test_logcumsumexp_out_of_another_dtype_raises_like_the_public_op():
+    # The CPU kernel of _logcumsumexp.out writes floats into a uint8 out= past its end.
+    x = torch.randn(5, 7)
+    with pytest.raises(RuntimeError, match="expected scalar_type Float but found Byte"):
+        torch.logcumsumexp(x, 0, out=torch.empty(5, 7, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="expected scalar_type Float but found Byte"):
+        aten._logcumsumexp.out(x.to("tpu"), 0, out=torch.empty(5, 7, dtype=torch.uint8, device="tpu"))
+
+
+def test_batch_norm_takes_a_0d_per_channel_tensor_of_one_channel_and_checks_sizes():
+    x = torch.randn(4, 1, 3)
+    same_as_cpu(lambda x, bias, rm, rv: aten._native_batch_norm_legit_functional(x, None, bias, rm, rv, True, 0.5, 1e-3),
+                x, torch.tensor(-4.3), torch.tensor([-2.7]), torch.tensor([0.5]))
+    with pytest.raises(RuntimeError, match="weight should contain 2 elements not 1"):
+        aten._native_batch_norm_legit_functional(torch.randn(5, 2, device="tpu"), torch.ones(1, device="tpu"), None,
+                                                 torch.zeros(2, device="tpu"), torch.ones(2, device="tpu"),
+                                                 True, 0.9, 1e-3)

@@ -66,6 +66,15 @@ void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, s
   }
 }
 
+void check_out_dtype_is_self_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args) {
+  if (op.operator_name().overload_name != "out") return;
+  size_t first = stack->size() - num_args;
+  const at::Tensor& self = (*stack)[first].toTensor();
+  const at::Tensor& out = (*stack)[first + num_args - 1].toTensor();
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), op.operator_name(), ": expected scalar_type ",
+              self.scalar_type(), " but found ", out.scalar_type());
+}
+
 namespace {
 
 // native_batch_norm / _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
@@ -99,6 +108,7 @@ c10::ScalarType softmax_grad_dtype(const torch::jit::Stack& stack, size_t first)
 
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
+  static const OpAdapter same_dtype_out{&check_out_dtype_is_self_dtype, false};
   static const OpAdapter random_bits{nullptr, true};
   static const OpAdapter optimizer{nullptr, false, true};
   static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
@@ -120,6 +130,7 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::native_batch_norm", &batch_norm},
       {"aten::_native_batch_norm_legit", &batch_norm},
       {"aten::threshold_backward", &threshold_grad},
+      {"aten::_logcumsumexp", &same_dtype_out},
       {"aten::_softmax_backward_data", &softmax_grad},
       {"aten::_log_softmax_backward_data", &softmax_grad},
   };

@@ -37,4 +37,9 @@ const OpAdapter* find_adapter(const c10::OperatorName& name);
 // result size depends on it (x[mask], x[mask] = tensor) becomes its coordinates on the device.
 void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
 
+// An out= overload whose out tensor must have self's dtype (_logcumsumexp.out): checked first, as
+// the public op does. It has no meta kernel and runs on the CPU fallback, whose kernel writes
+// self's dtype into out regardless (past its end when narrower).
+void check_out_dtype_is_self_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
+
 }  // namespace tpu::engine
