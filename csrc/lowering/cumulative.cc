@@ -80,6 +80,11 @@ Rule cum_extreme(bool is_max, size_t dim_arg) {
     if (is_complex(t) || t == DType::U16 || t == DType::U32 || t == DType::U64) {
       throw NotLowerable("cummax/cummin of this dtype");
     }
+    // The helpers write values/indices as given (torch.cummax sizes them first); the CPU kernel
+    // writes past a smaller one, so a mis-shaped one is rejected.
+    if (c.out(0).shape != x.shape() || c.out(1).shape != x.shape()) {
+      throw InvalidCall("values and indices must have self's shape " + x.type.str());
+    }
     x = convert(b, x, t);
     if (x.rank() == 0) {
       wrap_dim(c.int_arg(dim_arg), 0);

@@ -214,3 +214,12 @@ def test_batch_norm_takes_a_0d_per_channel_tensor_of_one_channel_and_checks_size
         aten._native_batch_norm_legit_functional(torch.randn(5, 2, device="tpu"), torch.ones(1, device="tpu"), None,
                                                  torch.zeros(2, device="tpu"), torch.ones(2, device="tpu"),
                                                  True, 0.9, 1e-3)
+
+
+def test_cummax_helper_rejects_mis_shaped_outputs():
+    # The CPU kernel writes through them out of bounds (docs/limits.md); torch.cummax sizes them.
+    x = torch.randn(5, 4, 5, device="tpu")
+    values, indices = torch.empty(5, 1, 5, device="tpu"), torch.empty(5, 4, 5, dtype=torch.long, device="tpu")
+    with pytest.raises(RuntimeError, match="_cummin_helper.*self's shape"):
+        aten._cummin_helper(x, values, indices, 1)
+    same_as_cpu(lambda x: torch.cummin(x, 1), x.cpu())
