@@ -6,6 +6,8 @@ not here. Keep this list short."""
 import fnmatch
 import re
 
+from . import optable
+
 KNOWN = [
     ("*", "silent mismatch", re.escape("[tpu at least as close to a float64 reference]"),
      "docs/limits.md 'bfloat16/float16 element-wise math and addmm-family ops compute in float32 and "
@@ -29,9 +31,12 @@ KNOWN = [
     ("*mm*", "silent mismatch", r".",
      "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
      "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
-    ("_foreach_copy*", "silent mismatch", r".",
-     "docs/limits.md '_foreach_copy into a self with internal overlap': the CPU's result depends on its "
-     "write order (checked only when an input is an unfold/expand view, see `applies`)"),
+    ("*_copy*", "silent mismatch", r".",
+     "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
+     "(checked only when an input is an unfold/expand view, see `applies`)"),
+    ("*_scatter*", "silent mismatch", r".",
+     "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
+     "(checked only when an input is an unfold/expand view, see `applies`)"),
     ("_cum*_helper*", "silent mismatch", r".",
      "docs/limits.md '_cummax_helper / _cummin_helper called directly with a negative dim': the CPU "
      "kernel does not wrap the dim and reads out of bounds (checked only for a negative dim, see `applies`)"),
@@ -59,7 +64,9 @@ def applies(entry, case, detail="") -> bool:
         return bool(re.search(r",\s*-\d+\)$", case.call.strip() + ")"))
     if op_glob == "isin*":
         return "assume_unique=True" in case.call
-    if op_glob == "_foreach_copy*":
+    if op_glob in ("*_copy*", "*_scatter*"):
+        if optable.base_name(case.op) not in ("_foreach_copy", "slice_scatter", "select_scatter", "diagonal_scatter"):
+            return False
         return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
     if op_glob in ("*pow*", "*mm*"):
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)

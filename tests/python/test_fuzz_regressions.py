@@ -223,3 +223,12 @@ def test_cummax_helper_rejects_mis_shaped_outputs():
     with pytest.raises(RuntimeError, match="_cummin_helper.*self's shape"):
         aten._cummin_helper(x, values, indices, 1)
     same_as_cpu(lambda x: torch.cummin(x, 1), x.cpu())
+
+
+def test_lu_never_pivots_on_a_nan_or_a_row_above_the_diagonal():
+    # LAPACK's i?amax skips NaN candidates unless the diagonal one is NaN; a column of NaNs below
+    # the diagonal once made us pick an already eliminated row.
+    a = torch.tensor([0.523, nan, 3.294, -1.43, 1e30, inf, 1.0, -0.583, -1.941, 1.316, 0.0, -2.5, 0.393, 2.0, -0.07,
+                      1.225, -2.469, nan, nan, 0.0, -3.477, -0.656, 0.5, 1.0, 0.807, 0.0, 3.0, 1.249, -0.072, -inf,
+                      2.382, 0.0]).reshape(2, 4, 4)
+    same_as_cpu(lambda a: torch.linalg.lu_factor_ex(a), a)

@@ -131,3 +131,11 @@ def test_known_limits_are_documented():
     for op_glob, cls, _pattern, reason in known_limits.KNOWN:
         assert "docs/limits.md" in reason and cls in classify.FAILING
         assert op_glob.rstrip("*").split(".")[0].split("_")[-1] in limits or "limits" in reason
+
+
+def test_unsorted_topk_values_are_compared_as_a_multiset():
+    from tests.fuzz import optable
+    assert optable.unordered_values("topk.default", "t0, 2, 0, True, False")
+    assert not optable.unordered_values("topk.default", "t0, 2, 0, False")
+    case = _case("topk.default", "t0, 2, 0, True, False", ("t0", "torch.tensor([1.0, nan, 3.0, 2.0])", ""))
+    assert execute.run_case(case)["cls"] == classify.OK
