@@ -347,6 +347,27 @@ Value sign(Builder& b, Value x) {
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
 
+// x * k for a real k; a complex x scaled part by part, as the CPU's complex-times-real: a
+// complex multiplication turns (-inf + yi) * (k + 0i) into (-inf, NaN).
+Value scale_by_real(Builder& b, Value x, double k) {
+  if (!is_complex(x.dtype())) return mul(b, x, scalar_like(b, k, x));
+  Type rt(real_part(x.dtype()), x.shape());
+  Value re = b.emit1("stablehlo.real", {x}, rt), im = b.emit1("stablehlo.imag", {x}, rt);
+  Value kv = constant(b, k, rt.dtype, rt.shape);
+  return b.emit1("stablehlo.complex", {mul(b, re, kv), mul(b, im, kv)}, x.type);
+}
+
+// log(x) / ln(base); a complex log divided part by part by the real ln(base) as the CPU's
+// std::log2/log10 do (a complex division turns log(inf + yi)'s 0 imaginary part into NaN).
+Value log_base(Builder& b, Value x, double ln_base) {
+  Value l = unary(b, "stablehlo.log", x);
+  if (!is_complex(x.dtype())) return div(b, l, scalar_like(b, ln_base, x));
+  Type rt(real_part(x.dtype()), x.shape());
+  Value re = b.emit1("stablehlo.real", {l}, rt), im = b.emit1("stablehlo.imag", {l}, rt);
+  Value k = constant(b, ln_base, rt.dtype, rt.shape);
+  return b.emit1("stablehlo.complex", {div(b, re, k), div(b, im, k)}, x.type);
+}
+
 // Float predicates (isinf, isfinite...): integers and bools are always finite. A complex value
 // is finite when both parts are (`value_for_integers` true: the parts' results are and-ed), and
 // infinite when either part is (or-ed).
@@ -462,17 +483,13 @@ const Registrar registrar({
     {"sgn", unary_rule(sign)},
     {"exp", hlo_unary("stablehlo.exponential")},
     {"exp2", unary_rule([](Builder& b, Value x) {
-       return unary(b, "stablehlo.exponential", mul(b, x, scalar_like(b, M_LN2, x)));
+       return unary(b, "stablehlo.exponential", scale_by_real(b, x, M_LN2));
      })},
     {"expm1", hlo_unary("stablehlo.exponential_minus_one")},
     {"log", hlo_unary("stablehlo.log")},
     {"log1p", hlo_unary("stablehlo.log_plus_one")},
-    {"log2", unary_rule([](Builder& b, Value x) {
-       return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN2, x));
-     })},
-    {"log10", unary_rule([](Builder& b, Value x) {
-       return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN10, x));
-     })},
+    {"log2", unary_rule([](Builder& b, Value x) { return log_base(b, x, M_LN2); })},
+    {"log10", unary_rule([](Builder& b, Value x) { return log_base(b, x, M_LN10); })},
     {"sqrt", unary_rule(torch_sqrt)},
     {"rsqrt", hlo_unary("stablehlo.rsqrt")},
     {"reciprocal", unary_rule(reciprocal)},

@@ -166,9 +166,16 @@ Value foreach_trunc(Builder& b, Value x) {
 Rule float_only(const std::string& op) {  // floor/ceil/round: integers are unchanged
   return unary([op](Builder& b, Value x) { return is_float(x.dtype()) ? hlo::unary(b, op, x) : x; });
 }
+// log(x) / ln(base). A complex log is divided part by part by the real ln(base), as the CPU's
+// std::log2/log10 do: a complex division would turn log(inf + yi)'s 0 imaginary part into NaN.
 Rule log_base(double ln_base) {
   return unary([ln_base](Builder& b, Value x) {
-    return div(b, hlo::unary(b, "stablehlo.log", x), scalar_like(b, ln_base, x));
+    Value l = hlo::unary(b, "stablehlo.log", x);
+    if (!is_complex(x.dtype())) return div(b, l, scalar_like(b, ln_base, x));
+    Type rt(x.dtype() == DType::C64 ? DType::F32 : DType::F64, x.shape());
+    Value re = b.emit1("stablehlo.real", {l}, rt), im = b.emit1("stablehlo.imag", {l}, rt);
+    Value k = constant(b, ln_base, rt.dtype, rt.shape);
+    return b.emit1("stablehlo.complex", {div(b, re, k), div(b, im, k)}, x.type);
   });
 }
 // sign as the CPU's (0 < x) - (x < 0): NaN gives 0, unsigned values 0 or 1.
