@@ -43,7 +43,8 @@ KNOWN = [
     ("*batch_norm*", "tpu-only raise", r"should contain \d+ elements not \d+",
      "docs/limits.md 'Batch norm kernels with per-channel tensors of the wrong size': torch.batch_norm's "
      "check; the CPU kernels read out of bounds"),
-    ("_cum*_helper*", "tpu-only raise", r"values and indices must have self's shape",
+    ("_cum*_helper*", "tpu-only raise", r"values and indices must have self's shape|"
+     r"more than one element of the written-to tensor",
      "docs/limits.md '_cummax_helper / _cummin_helper called directly ...': mis-shaped values/indices "
      "are rejected; the CPU kernel writes through them out of bounds"),
     ("isin*", "silent mismatch", r".",
