@@ -231,7 +231,9 @@ std::vector<Value> add_relu(Context& c) {
   if (out == DType::BF16 || out == DType::F16 || out == DType::Pred || is_complex(out)) {
     throw NotLowerable("_add_relu of this dtype");
   }
-  DType t = opmath(c.compute_dtype);
+  // Integer tensors compute in their type with alpha truncated to it, as the CPU's kernel does
+  // (a float alpha counts in compute_dtype, which would make the sum a float one).
+  DType t = is_integer(out) ? out : opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   if (c.has(2)) y = mul(b, y, operand(c, 2, t));
   Value s = add(b, x, y);

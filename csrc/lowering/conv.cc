@@ -210,9 +210,12 @@ std::vector<Value> convolution(Context& c) {
     throw NotLowerable("convolution of a non-float dtype");
   }
   w = convert(b, w, dt);
+  // Half-precision operands accumulate into float32 (as the MXU does), the bias is added there
+  // and the sum rounded once: the CPU rounds partial sums, we are at least as close.
+  DType acc = opmath(dt);
   Value y;
   if (a.transposed) {
-    y = conv_transpose(b, x, w, a.stride, a.pad, a.dil, a.out_pad, a.groups, dt);
+    y = conv_transpose(b, x, w, a.stride, a.pad, a.dil, a.out_pad, a.groups, acc);
   } else {
     ConvSpec s;
     s.strides = a.stride;
@@ -221,10 +224,10 @@ std::vector<Value> convolution(Context& c) {
     s.lhs_dil = std::vector<int64_t>(nsp, 1);
     s.rhs_dil = a.dil;
     s.fgc = a.groups;
-    y = conv(b, x, w, s, dt);
+    y = conv(b, x, w, s, acc);
   }
-  if (c.has(2)) y = add(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), dt), y.shape(), {1}));
-  return {reshape(b, y, c.out().shape)};
+  if (c.has(2)) y = add(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), y.shape(), {1}));
+  return {convert(b, reshape(b, y, c.out().shape), dt)};
 }
 
 // _convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups,

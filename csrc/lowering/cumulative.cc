@@ -80,6 +80,11 @@ Rule cum_extreme(bool is_max, size_t dim_arg) {
     if (is_complex(t) || t == DType::U16 || t == DType::U32 || t == DType::U64) {
       throw NotLowerable("cummax/cummin of this dtype");
     }
+    // The helpers write values/indices as given (torch.cummax sizes them first); the CPU kernel
+    // writes past a smaller one, so a mis-shaped one is rejected.
+    if (c.out(0).shape != x.shape() || c.out(1).shape != x.shape()) {
+      throw InvalidCall("values and indices must have self's shape " + x.type.str());
+    }
     x = convert(b, x, t);
     if (x.rank() == 0) {
       wrap_dim(c.int_arg(dim_arg), 0);
@@ -117,7 +122,12 @@ Value log_add_exp(Builder& b, Value x, Value y) {
 
 std::vector<Value> logcumsumexp(Context& c) {  // _logcumsumexp(self, dim)
   Builder& b = c.b;
-  DType out = c.out().dtype;
+  DType out = c.out().dtype, in = c.tensor(0).dtype();
+  // An out= of another dtype is rejected as torch.logcumsumexp does: PyTorch's CPU kernel for
+  // _logcumsumexp.out writes the input's type into it, past its end when it is narrower.
+  if (is_float(in) && out != in) {
+    throw InvalidCall(std::string("expected scalar_type ") + hlo::torch_name(in) + " but found " + hlo::torch_name(out));
+  }
   if (!is_float(out)) throw NotLowerable("logcumsumexp of a non-float type");
   Value x = convert(b, c.tensor(0), opmath(out));
   if (x.rank() == 0) {

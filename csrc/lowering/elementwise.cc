@@ -13,6 +13,12 @@ using namespace hlo;
 // PyTorch computes float16/bfloat16 element-wise math in float32 and rounds once at the end.
 DType out_math(Context& c) { return opmath(c.out().dtype); }
 
+Value conjugate(Builder& b, Value z) {
+  Type rt(real_part(z.dtype()), z.shape());
+  Value re = b.emit1("stablehlo.real", {z}, rt), im = b.emit1("stablehlo.imag", {z}, rt);
+  return b.emit1("stablehlo.complex", {re, neg(b, im)}, z.type);
+}
+
 // Operand i converted to `dtype` and broadcast to the output shape.
 Value operand(Context& c, size_t i, DType dtype) {
   return cast_to(c.b, c.tensor(i), dtype, c.out().shape);
@@ -42,9 +48,11 @@ void assert_nonzero_integer_divisor(Builder& b, Value y) {
   b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), "EQ"), all, "or"), "ZeroDivisionError", CheckKind::RuntimeError);
 }
 
-// x op y for remainder/fmod: the divisor is checked for integer zeros.
-Rule division_rule(std::function<Value(Builder&, Value, Value)> f) {
-  return [f](Context& c) {
+// x op y for remainder/fmod: the divisor is checked for integer zeros. Complex operands are
+// rejected as on the CPU (XLA's compiler crashes on a complex stablehlo.remainder).
+Rule division_rule(const std::string& cpu_name, std::function<Value(Builder&, Value, Value)> f) {
+  return [cpu_name, f](Context& c) {
+    require_dtype(!is_complex(c.compute_dtype), cpu_name, c.compute_dtype);
     DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
     assert_nonzero_integer_divisor(c.b, y);
@@ -81,8 +89,10 @@ Rule alpha_rule(const std::string& op) {
 // floating input is the common dtype, so f computes in it even when out= is wider.
 Rule unary_rule(std::function<Value(Builder&, Value)> f) {
   return [f](Context& c) {
-    DType in = c.tensor(0).dtype();
-    DType common = is_float(in) ? in : c.out().dtype;
+    DType in = c.tensor(0).dtype(), out = c.out().dtype;
+    // An integer input with a complex out= computes in reals as the CPU does (erf has no
+    // complex form; sqrt of a negative is NaN, then converted).
+    DType common = is_float(in) ? in : is_complex(out) && !is_complex(in) ? real_part(out) : out;
     return std::vector<Value>{round_to_common(c.b, f(c.b, operand(c, 0, opmath(common))), common)};
   };
 }
@@ -214,7 +224,7 @@ std::vector<Value> round_decimals(Context& c) {
 }
 
 Value relu(Builder& b, Value x) { return max(b, x, scalar_like(b, 0, x)); }
-Value sigmoid(Builder& b, Value x) { return unary(b, "stablehlo.logistic", x); }
+Value sigmoid(Builder& b, Value x) { return torch_sigmoid(b, x); }
 
 std::vector<Value> silu_backward(Context& c) {
   Builder& b = c.b;
@@ -291,13 +301,36 @@ std::vector<Value> lerp(Context& c) {
 }
 
 // addcmul/addcdiv: self + value * (t1 op t2)
+// self + value * t1 * t2 (or value * t1 / t2), in that order as on the CPU (overflow to inf
+// depends on it), in the inputs' promoted type: an integer addcmul wraps around in int before
+// it is converted to a floating out= tensor.
+// The integer type integer tensors compute in when a float `value` made compute_dtype a float
+// one: the CPU converts value to the tensors' type (truncating 0.545 to 0).
+DType integer_tensors_type(Context& c, DType compute) {
+  if (!is_float(compute)) return compute;
+  DType widest = DType::Pred;
+  for (size_t i = 0; i < 3; ++i) {
+    DType d = c.tensor(i).dtype();
+    if (is_float(d) || is_complex(d)) return compute;
+    if (d != DType::Pred && (widest == DType::Pred || bit_width(d) > bit_width(widest))) widest = d;
+  }
+  return widest == DType::Pred ? compute : widest;
+}
+
 Rule addc_rule(bool divide) {
   return [divide](Context& c) {
-    DType t = out_math(c);
-    Value x = operand(c, 0, t), a = operand(c, 1, t), d = operand(c, 2, t);
-    Value prod = divide ? div(c.b, a, d) : mul(c.b, a, d);
-    if (c.has(3)) prod = mul(c.b, prod, operand(c, 3, t));
-    return std::vector<Value>{add(c.b, x, prod)};
+    DType common = integer_tensors_type(c, c.compute_dtype);
+    DType t = opmath(common);
+    // v * operand i; a bool operand as a select, so that inf * False is NaN as on the CPU
+    // (XLA folds a multiplication by a converted bool into a select of 0).
+    auto times = [&](Value v, size_t i) {
+      if (c.tensor(i).dtype() != DType::Pred) return mul(c.b, v, operand(c, i, t));
+      return select(c.b, operand(c, i, DType::Pred), v, mul(c.b, v, scalar_like(c.b, 0, v)));
+    };
+    Value x = operand(c, 0, t), d = operand(c, 2, t);
+    Value a = c.has(3) ? times(operand(c, 3, t), 1) : operand(c, 1, t);
+    Value r = add(c.b, x, divide ? div(c.b, a, d) : times(a, 2));
+    return std::vector<Value>{convert(c.b, round_to_common(c.b, r, common), c.out().dtype)};
   };
 }
 
@@ -314,10 +347,38 @@ Value sign(Builder& b, Value x) {
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
 
-// Float predicates (isinf, isfinite...): integers and bools are always finite.
+// x * k for a real k; a complex x scaled part by part, as the CPU's complex-times-real: a
+// complex multiplication turns (-inf + yi) * (k + 0i) into (-inf, NaN).
+Value scale_by_real(Builder& b, Value x, double k) {
+  if (!is_complex(x.dtype())) return mul(b, x, scalar_like(b, k, x));
+  Type rt(real_part(x.dtype()), x.shape());
+  Value re = b.emit1("stablehlo.real", {x}, rt), im = b.emit1("stablehlo.imag", {x}, rt);
+  Value kv = constant(b, k, rt.dtype, rt.shape);
+  return b.emit1("stablehlo.complex", {mul(b, re, kv), mul(b, im, kv)}, x.type);
+}
+
+// log(x) / ln(base); a complex log divided part by part by the real ln(base) as the CPU's
+// std::log2/log10 do (a complex division turns log(inf + yi)'s 0 imaginary part into NaN).
+Value log_base(Builder& b, Value x, double ln_base) {
+  Value l = unary(b, "stablehlo.log", x);
+  if (!is_complex(x.dtype())) return div(b, l, scalar_like(b, ln_base, x));
+  Type rt(real_part(x.dtype()), x.shape());
+  Value re = b.emit1("stablehlo.real", {l}, rt), im = b.emit1("stablehlo.imag", {l}, rt);
+  Value k = constant(b, ln_base, rt.dtype, rt.shape);
+  return b.emit1("stablehlo.complex", {div(b, re, k), div(b, im, k)}, x.type);
+}
+
+// Float predicates (isinf, isfinite...): integers and bools are always finite. A complex value
+// is finite when both parts are (`value_for_integers` true: the parts' results are and-ed), and
+// infinite when either part is (or-ed).
 Rule float_predicate(std::function<Value(Builder&, Value)> f, bool value_for_integers) {
   return [f, value_for_integers](Context& c) {
     Value x = c.tensor(0);
+    if (is_complex(x.dtype())) {
+      Type rt(real_part(x.dtype()), x.shape());
+      Value re = f(c.b, c.b.emit1("stablehlo.real", {x}, rt)), im = f(c.b, c.b.emit1("stablehlo.imag", {x}, rt));
+      return std::vector<Value>{binary(c.b, value_for_integers ? "stablehlo.and" : "stablehlo.or", re, im)};
+    }
     if (!is_float(x.dtype())) {
       return std::vector<Value>{constant(c.b, value_for_integers, DType::Pred, c.out().shape)};
     }
@@ -371,8 +432,8 @@ const Registrar registrar({
     {"mul.Tensor", hlo_binary("stablehlo.multiply")},
     {"div.Tensor", hlo_binary("stablehlo.divide", true)},
     {"div.Tensor_mode", div_mode},
-    {"remainder.Tensor", division_rule(python_remainder)},
-    {"fmod.Tensor", division_rule([](Builder& b, Value x, Value y) { return binary(b, "stablehlo.remainder", x, y); })},
+    {"remainder.Tensor", division_rule("remainder_cpu", python_remainder)},
+    {"fmod.Tensor", division_rule("fmod_cpu", [](Builder& b, Value x, Value y) { return binary(b, "stablehlo.remainder", x, y); })},
     {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
     {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
     {"pow.Scalar", hlo_binary("stablehlo.power")},
@@ -413,26 +474,23 @@ const Registrar registrar({
          Type real(z.dtype() == DType::C64 ? DType::F32 : DType::F64, z.shape());
          return std::vector<Value>{convert(c.b, c.b.emit1("stablehlo.abs", {z}, real), c.out().dtype)};
        }
+       require_dtype(z.dtype() != DType::Pred, "abs_cpu", z.dtype());
        Value x = operand(c, 0, out_math(c));
-       return std::vector<Value>{is_unsigned(x.dtype()) || x.dtype() == DType::Pred ? x : unary(c.b, "stablehlo.abs", x)};
+       return std::vector<Value>{is_unsigned(x.dtype()) ? x : unary(c.b, "stablehlo.abs", x)};
      }},
     {"neg", hlo_unary("stablehlo.negate")},
     {"sign", unary_rule(sign)},
     {"sgn", unary_rule(sign)},
     {"exp", hlo_unary("stablehlo.exponential")},
     {"exp2", unary_rule([](Builder& b, Value x) {
-       return unary(b, "stablehlo.exponential", mul(b, x, scalar_like(b, M_LN2, x)));
+       return unary(b, "stablehlo.exponential", scale_by_real(b, x, M_LN2));
      })},
     {"expm1", hlo_unary("stablehlo.exponential_minus_one")},
     {"log", hlo_unary("stablehlo.log")},
     {"log1p", hlo_unary("stablehlo.log_plus_one")},
-    {"log2", unary_rule([](Builder& b, Value x) {
-       return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN2, x));
-     })},
-    {"log10", unary_rule([](Builder& b, Value x) {
-       return div(b, unary(b, "stablehlo.log", x), scalar_like(b, M_LN10, x));
-     })},
-    {"sqrt", hlo_unary("stablehlo.sqrt")},
+    {"log2", unary_rule([](Builder& b, Value x) { return log_base(b, x, M_LN2); })},
+    {"log10", unary_rule([](Builder& b, Value x) { return log_base(b, x, M_LN10); })},
+    {"sqrt", unary_rule(torch_sqrt)},
     {"rsqrt", hlo_unary("stablehlo.rsqrt")},
     {"reciprocal", unary_rule(reciprocal)},
     {"sin", hlo_unary("stablehlo.sine")},
@@ -468,8 +526,14 @@ const Registrar registrar({
     {"isinf", float_predicate([](Builder& b, Value x) {
        return equals_constant(b, unary(b, "stablehlo.abs", x), INFINITY);
      }, false)},
-    {"isposinf", float_predicate([](Builder& b, Value x) { return equals_constant(b, x, INFINITY); }, false)},
-    {"isneginf", float_predicate([](Builder& b, Value x) { return equals_constant(b, x, -INFINITY); }, false)},
+    {"isposinf", [](Context& c) {
+       if (is_complex(c.tensor(0).dtype())) throw InvalidCall("isposinf does not support complex inputs.");
+       return float_predicate([](Builder& b, Value x) { return equals_constant(b, x, INFINITY); }, false)(c);
+     }},
+    {"isneginf", [](Context& c) {
+       if (is_complex(c.tensor(0).dtype())) throw InvalidCall("isneginf does not support complex inputs.");
+       return float_predicate([](Builder& b, Value x) { return equals_constant(b, x, -INFINITY); }, false)(c);
+     }},
     {"isfinite", float_predicate([](Builder& b, Value x) {
        return b.emit1("stablehlo.is_finite", {x}, Type(DType::Pred, x.shape()));
      }, true)},
@@ -478,8 +542,10 @@ const Registrar registrar({
     {"isin.Scalar_Tensor", isin},
     {"isnan", [](Context& c) {
        Value x = c.tensor(0);
-       if (!is_float(x.dtype())) return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};
-       return std::vector<Value>{compare(c.b, x, x, "NE")};
+       if (!is_float(x.dtype()) && !is_complex(x.dtype())) {
+         return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};
+       }
+       return std::vector<Value>{compare(c.b, x, x, "NE")};  // complex: NaN in either part
      }},
     {"relu", unary_rule(relu)},
     {"sigmoid", unary_rule(sigmoid)},
@@ -490,15 +556,20 @@ const Registrar registrar({
      }},
     {"gelu_backward", gelu_backward},
     {"silu_backward", silu_backward},
+    // The CPU's order, g * (1 - y) * y, so products overflow to the same inf; complex grads
+    // take the conjugate derivative, g * conj((1 - y) * y).
     {"sigmoid_backward", [](Context& c) {
        DType t = out_math(c);
        Value g = operand(c, 0, t), y = operand(c, 1, t);
-       return std::vector<Value>{mul(c.b, g, mul(c.b, y, sub(c.b, scalar_like(c.b, 1, y), y)))};
+       Value one_minus_y = sub(c.b, scalar_like(c.b, 1, y), y);
+       if (is_complex(t)) return std::vector<Value>{mul(c.b, g, conjugate(c.b, mul(c.b, one_minus_y, y)))};
+       return std::vector<Value>{mul(c.b, mul(c.b, g, one_minus_y), y)};
      }},
-    {"tanh_backward", [](Context& c) {
+    {"tanh_backward", [](Context& c) {  // g * (1 - y * y), conjugated for complex as above
        DType t = out_math(c);
        Value g = operand(c, 0, t), y = operand(c, 1, t);
-       return std::vector<Value>{mul(c.b, g, sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y)))};
+       Value d = sub(c.b, scalar_like(c.b, 1, y), mul(c.b, y, y));
+       return std::vector<Value>{mul(c.b, g, is_complex(t) ? conjugate(c.b, d) : d)};
      }},
     {"threshold_backward", threshold_backward},
     {"softplus", softplus},

@@ -73,6 +73,28 @@ Rule hlo_unary(const std::string& op) {
   return unary([op](Builder& b, Value x) { return hlo::unary(b, op, x); });
 }
 
+// |x| of each tensor as it is: a complex tensor's modulus (a real result), unsigned tensors
+// unchanged (stablehlo.abs takes none); bool is rejected as on the CPU.
+std::vector<Value> foreach_abs(Context& c) {
+  size_t n = list_size(c, 0);
+  std::vector<Value> out;
+  for (size_t i = 0; i < n; ++i) {
+    Value x = elem(c, 0, i);
+    require_dtype(x.dtype() != DType::Pred, "abs_cpu", x.dtype());
+    Type real(is_complex(x.dtype()) ? (x.dtype() == DType::C64 ? DType::F32 : DType::F64) : x.dtype(), x.shape());
+    Value r = is_unsigned(x.dtype()) ? x : c.b.emit1("stablehlo.abs", {x}, real);
+    out.push_back(cast_to(c.b, r, c.out_types[i].dtype, c.out_types[i].shape));
+  }
+  return out;
+}
+
+// maximum/minimum (and clamp_min/clamp_max) with a NaN on either side giving NaN, as on the CPU.
+Rule extreme(const std::string& op) {
+  return foreach_rule([op](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
+    return nan_propagating(c.b, op, operand(c, 0, i, t, s), operand(c, 1, i, t, s));
+  });
+}
+
 // (self, tensor1, tensor2, value | scalars): self + value * (tensor1 op tensor2)
 Rule addc(bool divide) {
   return foreach_rule([divide](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
@@ -144,11 +166,26 @@ Value foreach_trunc(Builder& b, Value x) {
 Rule float_only(const std::string& op) {  // floor/ceil/round: integers are unchanged
   return unary([op](Builder& b, Value x) { return is_float(x.dtype()) ? hlo::unary(b, op, x) : x; });
 }
+// log(x) / ln(base). A complex log is divided part by part by the real ln(base), as the CPU's
+// std::log2/log10 do: a complex division would turn log(inf + yi)'s 0 imaginary part into NaN.
 Rule log_base(double ln_base) {
   return unary([ln_base](Builder& b, Value x) {
-    return div(b, hlo::unary(b, "stablehlo.log", x), scalar_like(b, ln_base, x));
+    Value l = hlo::unary(b, "stablehlo.log", x);
+    if (!is_complex(x.dtype())) return div(b, l, scalar_like(b, ln_base, x));
+    Type rt(x.dtype() == DType::C64 ? DType::F32 : DType::F64, x.shape());
+    Value re = b.emit1("stablehlo.real", {l}, rt), im = b.emit1("stablehlo.imag", {l}, rt);
+    Value k = constant(b, ln_base, rt.dtype, rt.shape);
+    return b.emit1("stablehlo.complex", {div(b, re, k), div(b, im, k)}, x.type);
   });
 }
+// sign as the CPU's (0 < x) - (x < 0): NaN gives 0, unsigned values 0 or 1.
+Value foreach_sign(Builder& b, Value x) {
+  if (x.dtype() == DType::Pred) return x;
+  Value zero = scalar_like(b, 0, x);
+  Value positive = convert(b, compare(b, zero, x, "LT"), x.dtype()), negative = convert(b, compare(b, x, zero, "LT"), x.dtype());
+  return sub(b, positive, negative);
+}
+
 // atan through atan2's half-angle form (XLA:CPU's vectorized atan is wrong for some sizes;
 // see elementwise.cc).
 Value foreach_atan(Builder& b, Value x) {
@@ -197,18 +234,18 @@ const Registrar registrar({
     {"_foreach_div.List", binary("stablehlo.divide")},
     {"_foreach_div.ScalarList", binary("stablehlo.divide")},
     {"_foreach_div.Tensor", binary("stablehlo.divide")},
-    {"_foreach_maximum.Scalar", binary("stablehlo.maximum")},
-    {"_foreach_maximum.List", binary("stablehlo.maximum")},
-    {"_foreach_maximum.ScalarList", binary("stablehlo.maximum")},
-    {"_foreach_minimum.Scalar", binary("stablehlo.minimum")},
-    {"_foreach_minimum.List", binary("stablehlo.minimum")},
-    {"_foreach_minimum.ScalarList", binary("stablehlo.minimum")},
-    {"_foreach_clamp_min.Scalar", binary("stablehlo.maximum")},
-    {"_foreach_clamp_min.List", binary("stablehlo.maximum")},
-    {"_foreach_clamp_min.ScalarList", binary("stablehlo.maximum")},
-    {"_foreach_clamp_max.Scalar", binary("stablehlo.minimum")},
-    {"_foreach_clamp_max.List", binary("stablehlo.minimum")},
-    {"_foreach_clamp_max.ScalarList", binary("stablehlo.minimum")},
+    {"_foreach_maximum.Scalar", extreme("stablehlo.maximum")},
+    {"_foreach_maximum.List", extreme("stablehlo.maximum")},
+    {"_foreach_maximum.ScalarList", extreme("stablehlo.maximum")},
+    {"_foreach_minimum.Scalar", extreme("stablehlo.minimum")},
+    {"_foreach_minimum.List", extreme("stablehlo.minimum")},
+    {"_foreach_minimum.ScalarList", extreme("stablehlo.minimum")},
+    {"_foreach_clamp_min.Scalar", extreme("stablehlo.maximum")},
+    {"_foreach_clamp_min.List", extreme("stablehlo.maximum")},
+    {"_foreach_clamp_min.ScalarList", extreme("stablehlo.maximum")},
+    {"_foreach_clamp_max.Scalar", extreme("stablehlo.minimum")},
+    {"_foreach_clamp_max.List", extreme("stablehlo.minimum")},
+    {"_foreach_clamp_max.ScalarList", extreme("stablehlo.minimum")},
     {"_foreach_pow.List", binary("stablehlo.power")},
     {"_foreach_pow.Scalar", binary("stablehlo.power")},
     {"_foreach_pow.ScalarList", binary("stablehlo.power")},
@@ -223,13 +260,13 @@ const Registrar registrar({
     {"_foreach_lerp.Scalar", lerp()},
     {"_foreach_lerp.List", lerp()},
     {"_foreach_lerp.ScalarList", lerp()},
-    {"_foreach_sqrt", hlo_unary("stablehlo.sqrt")},
+    {"_foreach_sqrt", unary(torch_sqrt)},
     {"_foreach_rsqrt", hlo_unary("stablehlo.rsqrt")},
     {"_foreach_neg", hlo_unary("stablehlo.negate")},
-    {"_foreach_abs", hlo_unary("stablehlo.abs")},
+    {"_foreach_abs", foreach_abs},
     {"_foreach_exp", hlo_unary("stablehlo.exponential")},
     {"_foreach_log", hlo_unary("stablehlo.log")},
-    {"_foreach_sign", hlo_unary("stablehlo.sign")},
+    {"_foreach_sign", unary(foreach_sign)},
     {"_foreach_reciprocal", unary(reciprocal)},
     {"_foreach_zero", foreach_rule([](Context& c, size_t, DType t, const std::vector<int64_t>& s) {
        return constant(c.b, 0, t, s);
@@ -241,7 +278,12 @@ const Registrar registrar({
     {"_foreach_max", foreach_max},
     {"_foreach_acos", hlo_unary("chlo.acos")},
     {"_foreach_asin", hlo_unary("chlo.asin")},
-    {"_foreach_atan", unary(foreach_atan)},
+    {"_foreach_atan", [](Context& c) {
+       for (const Value& x : c.arg(0).tensors) {
+         if (is_complex(x.dtype())) throw NotLowerable("complex atan");  // as atan (elementwise.cc)
+       }
+       return unary(foreach_atan)(c);
+     }},
     {"_foreach_ceil", float_only("stablehlo.ceil")},
     {"_foreach_cos", hlo_unary("stablehlo.cosine")},
     {"_foreach_cosh", hlo_unary("chlo.cosh")},
@@ -255,7 +297,7 @@ const Registrar registrar({
     {"_foreach_log1p", hlo_unary("stablehlo.log_plus_one")},
     {"_foreach_log2", log_base(M_LN2)},
     {"_foreach_round", float_only("stablehlo.round_nearest_even")},
-    {"_foreach_sigmoid", hlo_unary("stablehlo.logistic")},
+    {"_foreach_sigmoid", unary(torch_sigmoid)},
     {"_foreach_sin", hlo_unary("stablehlo.sine")},
     {"_foreach_sinh", hlo_unary("chlo.sinh")},
     {"_foreach_tan", hlo_unary("stablehlo.tan")},

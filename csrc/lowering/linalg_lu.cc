@@ -77,7 +77,11 @@ Lu lu_factor(Builder& b, Value a) {
     Value col = reshape(rb, dynamic_slice(rb, A, {zero, zero, k}, {Bt, m, 1}), {Bt, m});
     Value rows = iota(rb, Type(DType::S64, {Bt, m}), 1);
     Value eligible = compare(rb, rows, broadcast_in_dim(rb, k, {Bt, m}, {}), "GE");
-    Value cand = select(rb, eligible, unary(rb, "stablehlo.abs", col), constant(rb, -1, t, {Bt, m}));
+    // LAPACK's i?amax: |x| > running max, so a NaN is never picked unless it is the first
+    // candidate (row k), which then stays; rows above k never are.
+    Value col_nan = compare(rb, col, col, "NE");
+    Value cand = select(rb, binary(rb, "stablehlo.and", eligible, unary(rb, "stablehlo.not", col_nan)), unary(rb, "stablehlo.abs", col),
+                        constant(rb, -1, t, {Bt, m}));
     Type sv(t, {}), si(DType::S64, {});
     std::string pick = rb.region({sv, si, sv, si}, [&](Builder& r2, const std::vector<Value>& x) {
       Value gt = compare(r2, x[0], x[2], "GT");
@@ -91,7 +95,8 @@ Lu lu_factor(Builder& b, Value a) {
     });
     std::vector<Value> best = rb.emit("stablehlo.reduce", {cand, rows, constant(rb, -2, t), s64(rb, m)},
                                       {Type(t, {Bt}), Type(DType::S64, {Bt})}, "dimensions = " + i64_array({1}), {pick});
-    Value p = best[1];
+    Value first_nan = reshape(rb, dynamic_slice(rb, col_nan, {zero, k}, {Bt, 1}), {Bt});
+    Value p = select(rb, first_nan, broadcast_in_dim(rb, k, {Bt}, {}), best[1]);
     Value order = swapped_rows(rb, k, p, Bt, m);
     A = gather_batched_rows(rb, A, order);
     perm = gather_batched_rows(rb, perm, order);

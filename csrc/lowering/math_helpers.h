@@ -42,4 +42,36 @@ inline hlo::Value nan_ignoring(hlo::Builder& b, const std::string& op, hlo::Valu
   return hlo::select(b, hlo::compare(b, y, y, "NE"), x, r);
 }
 
+// sigmoid. Complex: the CPU's vectorized 1 / (1 + exp(-z)) with the reciprocal as
+// (re - i im) / (re^2 + im^2), so where exp(-z) overflows the result is NaN there too
+// (stablehlo.logistic gives 0).
+inline hlo::Value torch_sigmoid(hlo::Builder& b, hlo::Value x) {
+  if (!hlo::is_complex(x.dtype())) return hlo::unary(b, "stablehlo.logistic", x);
+  hlo::Value d = hlo::add(b, scalar_like(b, 1, x), hlo::unary(b, "stablehlo.exponential", hlo::neg(b, x)));
+  hlo::Type rt(x.dtype() == hlo::DType::C64 ? hlo::DType::F32 : hlo::DType::F64, x.shape());
+  hlo::Value re = b.emit1("stablehlo.real", {d}, rt), im = b.emit1("stablehlo.imag", {d}, rt);
+  hlo::Value abs2 = hlo::add(b, hlo::mul(b, re, re), hlo::mul(b, im, im));
+  return b.emit1("stablehlo.complex", {hlo::div(b, re, abs2), hlo::div(b, hlo::neg(b, im), abs2)}, x.type);
+}
+
+// sqrt. Complex: the imaginary part of sqrt(re ± 0i) takes the zero's sign (C99 csqrt, the
+// CPU's std::sqrt); XLA gives +0 / a positive imaginary part for -0.
+inline hlo::Value torch_sqrt(hlo::Builder& b, hlo::Value x) {
+  hlo::Value r = hlo::unary(b, "stablehlo.sqrt", x);
+  if (!hlo::is_complex(x.dtype())) return r;
+  hlo::Type rt(x.dtype() == hlo::DType::C64 ? hlo::DType::F32 : hlo::DType::F64, x.shape());
+  hlo::Value im_x = b.emit1("stablehlo.imag", {x}, rt);
+  hlo::Value re_r = b.emit1("stablehlo.real", {r}, rt), im_r = b.emit1("stablehlo.imag", {r}, rt);
+  hlo::Value zero = hlo::constant(b, 0, rt.dtype, rt.shape), one = hlo::constant(b, 1, rt.dtype, rt.shape);
+  // A zero's sign shows in 1/zero = ±inf.
+  hlo::Value negative_zero = hlo::binary(b, "stablehlo.and", hlo::compare(b, im_x, zero, "EQ"),
+                                         hlo::compare(b, hlo::div(b, one, im_x), zero, "LT"));
+  hlo::Value positive_zero = hlo::binary(b, "stablehlo.and", hlo::compare(b, im_x, zero, "EQ"),
+                                         hlo::compare(b, hlo::div(b, one, im_x), zero, "GT"));
+  hlo::Value magnitude = hlo::unary(b, "stablehlo.abs", im_r);
+  hlo::Value signed_im = hlo::select(b, negative_zero, hlo::neg(b, magnitude),
+                                     hlo::select(b, positive_zero, magnitude, im_r));
+  return b.emit1("stablehlo.complex", {re_r, signed_im}, x.type);
+}
+
 }  // namespace tpu::lowering

@@ -191,9 +191,10 @@ std::vector<Value> mse_loss_backward(Context& c) {
   const auto& shape = c.out().shape;
   Value x = cast_to(b, c.tensor(1), acc, shape), y = cast_to(b, c.tensor(2), acc, shape);
   Value g = cast_to(b, c.tensor(0), acc, shape);
-  double k = 2.0;
-  if (c.int_arg(3) == 1) k /= static_cast<double>(std::max<int64_t>(c.out().numel(), 1));
-  if (c.int_arg(3) == 1 && c.out().numel() == 0) k = 2.0;
+  // The mean's count is self's elements, as on the CPU, even where grad_output or target
+  // broadcast self to a larger gradient.
+  int64_t n = c.tensor(1).type.numel();
+  double k = c.int_arg(3) == 1 && n > 0 ? 2.0 / static_cast<double>(n) : 2.0;
   Value r = mul(b, mul(b, constant(b, k, acc, shape), sub(b, x, y)), g);
   return {convert(b, r, out)};
 }
@@ -246,7 +247,8 @@ std::vector<Value> native_dropout_backward(Context& c) {
   DType out = c.out().dtype;
   Value g = convert(b, c.tensor(0), opmath(out));
   Value m = cast_to(b, c.tensor(1), DType::Pred, g.shape());
-  Value r = mul(b, select(b, m, g, zeros(b, g.type)), scalar_like(b, c.double_arg(2), g));
+  // grad * mask * scale as on the CPU: a dropped inf or NaN gradient gives NaN (inf * 0).
+  Value r = mul(b, select(b, m, g, mul(b, g, zeros(b, g.type))), scalar_like(b, c.double_arg(2), g));
   return {convert(b, r, out)};
 }
 

@@ -1,6 +1,7 @@
 // Normalization layers: layer norm, group norm and batch norm, and their backwards.
 //
 // Statistics are computed in the opmath type (f32 for bf16/f16 inputs).
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -42,6 +43,12 @@ std::vector<Value> native_layer_norm(Context& c) {
   Value var = div(b, reduce(b, mul(b, d, d), dims, "add"), constant(b, static_cast<double>(n), acc, mean.shape()));
   Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
   Value y = mul(b, d, back(rstd));
+  if (n > 1) {
+    // The CPU's mean is a Welford update: after an infinite element, inf + (x - inf) / k = NaN
+    // (an inf as the very last element of a short row stays ±inf there; rare, not reproduced).
+    Value inf_mean = compare(b, unary(b, "stablehlo.abs", mean), constant(b, INFINITY, acc, mean.shape()), "EQ");
+    mean = select(b, inf_mean, constant(b, NAN, acc, mean.shape()), mean);
+  }
   std::vector<int64_t> wdims;
   for (int64_t i = axis; i < x.rank(); ++i) wdims.push_back(i);
   if (c.has(2)) y = mul(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), x.shape(), wdims));
@@ -157,6 +164,21 @@ std::vector<Value> batch_norm(Context& c, int stats, bool training, double momen
   Value x = convert(b, c.tensor(0), acc);
   if (x.rank() < 2) throw std::invalid_argument("batch_norm: expected at least 2-D input");
   int64_t channels = x.shape()[1];
+  // torch.batch_norm's checks (the CPU kernels behind it make none and read out of bounds).
+  auto check_size = [&](size_t arg, const char* name) {
+    if (!c.has(arg)) return;
+    int64_t n = c.tensor(arg).type.numel();
+    if (n != channels) {
+      throw InvalidCall(std::string(name) + " should contain " + std::to_string(channels) + " elements not " +
+                        std::to_string(n));
+    }
+  };
+  check_size(1, "weight");
+  check_size(2, "bias");
+  if (stats >= 0) {
+    check_size(static_cast<size_t>(stats), "running_mean");
+    check_size(static_cast<size_t>(stats) + 1, "running_var");
+  }
   std::vector<int64_t> dims;
   int64_t n = 1;
   for (int64_t i = 0; i < x.rank(); ++i) {
@@ -165,6 +187,8 @@ std::vector<Value> batch_norm(Context& c, int stats, bool training, double momen
     n *= x.shape()[i];
   }
   auto per_channel = [&](Value v) { return broadcast_in_dim(b, v, x.shape(), {1}); };
+  // A per-channel argument as a (C,) vector: a 0-d weight of one channel is accepted too.
+  auto channel_arg = [&](size_t i) { return reshape(b, convert(b, c.tensor(i), acc), {channels}); };
   auto vec = [&](double v) { return constant(b, v, acc, {channels}); };
   Value mean, var;
   if (training) {
@@ -173,28 +197,28 @@ std::vector<Value> batch_norm(Context& c, int stats, bool training, double momen
     var = div(b, reduce(b, mul(b, d, d), dims, "add"), vec(static_cast<double>(n)));
   } else {
     if (stats < 0) throw std::invalid_argument("batch_norm: evaluation needs running statistics");
-    mean = convert(b, c.tensor(stats), acc);
-    var = convert(b, c.tensor(stats + 1), acc);
+    mean = channel_arg(static_cast<size_t>(stats));
+    var = channel_arg(static_cast<size_t>(stats) + 1);
   }
   Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
   Value y = mul(b, sub(b, x, per_channel(mean)), per_channel(rstd));
-  if (c.has(1)) y = mul(b, y, per_channel(convert(b, c.tensor(1), acc)));
-  if (c.has(2)) y = add(b, y, per_channel(convert(b, c.tensor(2), acc)));
+  if (c.has(1)) y = mul(b, y, per_channel(channel_arg(1)));
+  if (c.has(2)) y = add(b, y, per_channel(channel_arg(2)));
   std::vector<Value> results{convert(b, y, out)};
   for (size_t i : {1, 2}) {  // save_mean, save_rstd: empty outside training
     results.push_back(training ? convert(b, reshape(b, i == 1 ? mean : rstd, c.out(i).shape), c.out(i).dtype)
                                : zeros(b, c.out(i)));
   }
   if (update_stats) {
-    Value rm = convert(b, c.tensor(stats), acc), rv = convert(b, c.tensor(stats + 1), acc);
+    Value rm = channel_arg(static_cast<size_t>(stats)), rv = channel_arg(static_cast<size_t>(stats) + 1);
     if (training) {
       Value keep = vec(1 - momentum), m = vec(momentum);
       rm = add(b, mul(b, keep, rm), mul(b, m, mean));
       Value unbiased = mul(b, var, vec(n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0));
       rv = add(b, mul(b, keep, rv), mul(b, m, unbiased));
     }
-    results.push_back(convert(b, rm, c.out(3).dtype));
-    results.push_back(convert(b, rv, c.out(4).dtype));
+    results.push_back(convert(b, reshape(b, rm, c.out(3).shape), c.out(3).dtype));
+    results.push_back(convert(b, reshape(b, rv, c.out(4).shape), c.out(4).dtype));
   }
   return results;
 }

@@ -156,12 +156,13 @@ Rule arg_extreme_rule(const std::string& kind) {
   };
 }
 
-// max / min of all elements.
-Rule full_extreme_rule(const std::string& kind) {
-  return [kind](Context& c) {
+// max / min of all elements. Of no elements: max() raises RuntimeError as on the CPU, while the
+// CPU's max(x, out=) returns the reduction's identity (-inf, the type's lowest), and so do we.
+Rule full_extreme_rule(const std::string& kind, bool empty_gives_identity = false) {
+  return [kind, empty_gives_identity](Context& c) {
     Value x = c.tensor(0);
-    if (x.type.numel() == 0) {
-      throw std::invalid_argument(kind + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+    if (x.type.numel() == 0 && !empty_gives_identity) {
+      throw InvalidCall(kind + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
     }
     std::vector<int64_t> dims;
     for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
@@ -337,8 +338,8 @@ const Registrar registrar({
     {"min.dim_min", extreme_dim_rule("min")},
     {"max", full_extreme_rule("max")},
     {"min", full_extreme_rule("min")},
-    {"max.unary_out", full_extreme_rule("max")},
-    {"min.unary_out", full_extreme_rule("min")},
+    {"max.unary_out", full_extreme_rule("max", true)},
+    {"min.unary_out", full_extreme_rule("min", true)},
     {"max.other", binary_extreme("stablehlo.maximum")},
     {"min.other", binary_extreme("stablehlo.minimum")},
     {"max.out", binary_extreme("stablehlo.maximum")},

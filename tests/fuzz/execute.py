@@ -1,4 +1,6 @@
-"""Runs one case on CPU and on tpu (in this process) and classifies the outcome."""
+"""Runs one case's CPU half (cpu_half) and tpu half (run_case) and classifies the outcome."""
+import base64
+import io
 import math
 import re
 import warnings
@@ -49,13 +51,56 @@ def _fallbacks():
     return dict(torch_tpu.metrics.counters()["fallbacks"])
 
 
-def run_case(case, compare=classify.compare):
-    """{'cls': class, 'detail': text}. `compare` is a parameter so tests can break it on purpose."""
+def _type_name(e):
+    return f"{type(e).__module__}.{type(e).__qualname__}"
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            yield from _tensors(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tensors(v)
+
+
+def cpu_half(case):
+    """The CPU reference of a case, picklable: {'error': (type name, text)} if the op raised, else
+    {'out', 'bases'} and, when a result or input is half precision, 'ref64': the same call on
+    float64 upcasts (for _annotate), or None if that raised. The fuzzer runs it in a process of its
+    own (runner.py): PyTorch's CPU kernels corrupt memory on some invalid inputs."""
     try:
-        cpu, cpu_bases = _run(case, "cpu")
-        cpu_err = None
+        out, bases = _run(case, "cpu")
     except Exception as e:  # noqa: BLE001 - any error is a result
-        cpu_err = e
+        return {"error": (_type_name(e), _error(e))}
+    half = {"out": out, "bases": bases}
+    if any(t.dtype in HALF for t in _tensors((out, bases))):
+        try:
+            half["ref64"] = _run(_upcast(case), "cpu")
+        except Exception:  # noqa: BLE001
+            half["ref64"] = None
+    return half
+
+
+def encode(half) -> str:
+    """cpu_half's result as one line of text (the runner passes it from the CPU worker on)."""
+    buf = io.BytesIO()
+    torch.save(half, buf)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def decode(text):
+    return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=False)
+
+
+def run_case(case, compare=classify.compare, cpu=None):
+    """{'cls': class, 'detail': text}. `cpu` is the case's cpu_half (computed here when None);
+    `compare` is a parameter so tests can break it on purpose."""
+    if cpu is None:
+        cpu = cpu_half(case)
+    cpu_err = cpu.get("error")
     before = _fallbacks()
     try:
         tpu, tpu_bases = _run(case, "tpu")
@@ -71,24 +116,33 @@ def run_case(case, compare=classify.compare):
     if fell_back:
         return {"cls": classify.FALLBACK, "detail": "fell back: " + ", ".join(fell_back)}
     if cpu_err is not None and tpu_err is not None:
-        if type(cpu_err) is type(tpu_err):
-            return {"cls": classify.BOTH_RAISE, "detail": _error(cpu_err)}
-        return {"cls": classify.RAISE_TYPE, "detail": f"CPU {_error(cpu_err)} | tpu {_error(tpu_err)}"}
+        if cpu_err[0] == _type_name(tpu_err):
+            return {"cls": classify.BOTH_RAISE, "detail": cpu_err[1]}
+        return {"cls": classify.RAISE_TYPE, "detail": f"CPU {cpu_err[1]} | tpu {_error(tpu_err)}"}
     if cpu_err is not None:
-        return {"cls": classify.CPU_RAISE, "detail": f"CPU {_error(cpu_err)}"}
+        return {"cls": classify.CPU_RAISE, "detail": f"CPU {cpu_err[1]}"}
     if tpu_err is not None:
         return {"cls": classify.TPU_RAISE, "detail": f"tpu {_error(tpu_err)}"}
+    cpu_out, cpu_bases = cpu["out"], cpu["bases"]
+    if optable.unordered_values(case.op, case.call):
+        cpu_out, tpu = _values_as_multiset(cpu_out), _values_as_multiset(tpu)
     random_op = optable.is_random(case.op)
     loose = (1,) if optable.loose_indices(case.op, case.call) else ()
     tol = classify.tolerance({t.dtype for t in cpu_bases.values()})
     try:
-        compare(cpu, tpu, "result", values=not random_op, loose=loose, tol=tol)
+        compare(cpu_out, tpu, "result", values=not random_op, loose=loose, tol=tol)
         for name in cpu_bases:
             compare(cpu_bases[name], tpu_bases[name], f"{name} after the call", values=not random_op,
                     loose=loose, tol=tol)
     except classify.Difference as d:
-        return {"cls": d.cls, "detail": d.detail + _annotate(case, d)}
+        return {"cls": d.cls, "detail": d.detail + _annotate(case, d, cpu.get("ref64"))}
     return {"cls": classify.OK, "detail": ""}
+
+
+def _values_as_multiset(out):
+    """(values, indices) with the values sorted and flattened (NaNs last)."""
+    values = out[0].cpu().flatten()
+    return (values.sort(stable=True).values,) + tuple(out[1:])
 
 
 HALF = (torch.float16, torch.bfloat16)
@@ -124,7 +178,15 @@ def _converts_to_int(case, where):
     return name in COPYING
 
 
-def _annotate(case, d):
+def _upcast(case):
+    """The case with its float16/bfloat16 inputs made float64: a reference for half precision."""
+    return type(case)(case.seed, case.index, case.op,
+                      [type(t)(t.name, f"({t.base_code}).to(torch.float64)"
+                               if re.search(r"dtype=torch\.(float16|bfloat16)\)", t.base_code) else t.base_code,
+                               t.view_code) for t in case.tensors], case.call)
+
+
+def _annotate(case, d, ref64):
     """Marks value differences that known_limits.py may excuse (docs/limits.md)."""
     if d.cls != classify.MISMATCH or d.cpu is None:
         return ""
@@ -132,13 +194,9 @@ def _annotate(case, d):
     if cpu.dtype in HALF:
         # PyTorch's CPU rounds half-precision intermediates where we compute in float32 and
         # round once: excused when the tpu value is at least as close to a float64 reference.
-        up = type(case)(case.seed, case.index, case.op,
-                        [type(t)(t.name, f"({t.base_code}).to(torch.float64)"
-                                 if re.search(r"dtype=torch\.(float16|bfloat16)\)", t.base_code) else t.base_code,
-                                 t.view_code) for t in case.tensors], case.call)
         try:
-            ref = _pick(d.where, *_run(up, "cpu")).to(torch.float64)
-        except Exception:  # noqa: BLE001
+            ref = _pick(d.where, *ref64).to(torch.float64)
+        except Exception:  # noqa: BLE001 - no reference (it raised) or none of that shape
             return ""
         c, t = cpu.to(torch.float64), tpu.to(torch.float64)
         if ref.shape == c.shape:

@@ -6,6 +6,8 @@ not here. Keep this list short."""
 import fnmatch
 import re
 
+from . import optable
+
 KNOWN = [
     ("*", "silent mismatch", re.escape("[tpu at least as close to a float64 reference]"),
      "docs/limits.md 'bfloat16/float16 element-wise math and addmm-family ops compute in float32 and "
@@ -23,6 +25,31 @@ KNOWN = [
     ("*native_batch_norm*", "shape mismatch", r"result\[[12]\]: shape \(0,\) on CPU",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': save_mean/save_invstd of "
      "batch norm without training statistics are (C,) as the meta kernel says; the CPU returns (0,)"),
+    ("_fused_*", "tpu-only raise", r"ValueError: .*has shape .*, its parameter",
+     "docs/limits.md 'Fused optimizers with mis-shaped lists': we raise; the CPU kernel reads and "
+     "writes out of bounds"),
+    ("*mm*", "silent mismatch", r".",
+     "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
+     "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
+    ("*_copy*", "silent mismatch", r".",
+     "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
+     "(checked only when an input is an unfold/expand view, see `applies`)"),
+    ("*_scatter*", "silent mismatch", r".",
+     "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
+     "(checked only when an input is an unfold/expand view, see `applies`)"),
+    ("_cum*_helper*", "silent mismatch", r".",
+     "docs/limits.md '_cummax_helper / _cummin_helper called directly with a negative dim': the CPU "
+     "kernel does not wrap the dim and reads out of bounds (checked only for a negative dim, see `applies`)"),
+    ("*batch_norm*", "tpu-only raise", r"should contain \d+ elements not \d+",
+     "docs/limits.md 'Batch norm kernels with per-channel tensors of the wrong size': torch.batch_norm's "
+     "check; the CPU kernels read out of bounds"),
+    ("_cum*_helper*", "tpu-only raise", r"values and indices must have self's shape|"
+     r"more than one element of the written-to tensor",
+     "docs/limits.md '_cummax_helper / _cummin_helper called directly ...': mis-shaped values/indices "
+     "are rejected; the CPU kernel writes through them out of bounds"),
+    ("isin*", "silent mismatch", r".",
+     "docs/limits.md 'isin(..., assume_unique=True) of inputs that are not unique': the CPU's answer "
+     "relies on the promise (checked only with assume_unique=True, see `applies`)"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),
@@ -34,7 +61,15 @@ def applies(entry, case, detail="") -> bool:
     op_glob = entry[0]
     if op_glob.startswith("linalg_solve_triangular"):
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
-    if op_glob == "*pow*":
+    if op_glob == "_cum*_helper*" and entry[1] == "silent mismatch":
+        return bool(re.search(r",\s*-\d+\)$", case.call.strip() + ")"))
+    if op_glob == "isin*":
+        return "assume_unique=True" in case.call
+    if op_glob in ("*_copy*", "*_scatter*"):
+        if optable.base_name(case.op) not in ("_foreach_copy", "slice_scatter", "select_scatter", "diagonal_scatter"):
+            return False
+        return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
+    if op_glob in ("*pow*", "*mm*"):
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
     return True
 

@@ -18,6 +18,13 @@ def loose_indices(op: str, call: str) -> bool:
     name = base_name(op)
     return name == "topk" or (name == "sort" and "stable=True" not in call)
 
+def unordered_values(op: str, call: str) -> bool:
+    """topk with sorted=False returns its k values in no specified order: they are compared as
+    a multiset (sorted, flattened)."""
+    if base_name(op) != "topk":
+        return False
+    return "sorted=False" in call or (call.count(",") >= 4 and call.replace(" ", "").endswith(",False"))
+
 # Symbolic shapes for ops whose inputs must agree in shape; letters are drawn per case.
 SHAPE_HINTS = {
     "mm": {"self": "nk", "mat2": "km"},

@@ -1,6 +1,7 @@
-"""Drives worker subprocesses: one case at a time over a pipe, so a crash (the worker dies) or a
-hang (no answer within the timeout) is pinned to exactly one case, recorded, and a fresh worker
-continues with the next case."""
+"""Drives the worker subprocesses: a CPU worker computes each case's CPU reference, a tpu worker
+runs the tpu half and compares. One case at a time over pipes, so a crash (a worker dies) or a
+hang (no answer within the timeout) is pinned to exactly one case and to the half that died,
+recorded, and a fresh worker continues with the next case."""
 import json
 import os
 import select
@@ -20,13 +21,14 @@ MAX_RSS_GB = float(os.environ.get("FUZZ_MAX_RSS_GB", 3))
 
 
 class Worker:
-    def __init__(self, startup_timeout=120):
+    def __init__(self, mode, startup_timeout=120):
+        self.mode, self.served = mode, 0
         self.errlog = tempfile.TemporaryFile()
         env = dict(os.environ, TORCH_TPU_QUIET="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # The libtpu AOT pass of `make test` would compile each fuzz module twice, and its counts
         # live in the worker process where conftest.py cannot report them: off in workers.
         env.pop("TORCH_TPU_AOT_CHECK", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.worker"], cwd=ROOT, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.worker", mode], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errlog,
                                      start_new_session=True)
         if self._read(startup_timeout) is None:
@@ -58,9 +60,10 @@ class Worker:
             return None
         return json.loads(line)
 
-    def run(self, seed, index, timeout):
+    def run(self, line, timeout):
+        self.served += 1
         try:
-            self.proc.stdin.write(f"{seed} {index}\n".encode())
+            self.proc.stdin.write(line.encode() + b"\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             self.dead = True
@@ -84,50 +87,89 @@ class Worker:
         self.errlog.close()
 
 
-def cpu_alone_crashes(seed, index, timeout):
-    """Whether the case's CPU half, run alone in a fresh process, dies too. PyTorch's CPU kernels
-    corrupt memory on some invalid inputs (mis-shaped out= or list arguments of _cummax_helper,
-    _fused_adam_, adaptive pooling backward): such a crash is the reference's, not ours."""
-    code = ("from tests.fuzz.cases import make_case\nfrom tests.fuzz import execute\n"
-            f"try:\n    execute._run(make_case({seed}, {index}), 'cpu')\nexcept Exception:\n    pass\n")
-    env = dict(os.environ, TORCH_TPU_QUIET="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("TORCH_TPU_AOT_CHECK", None)
-    try:
-        p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False
-    return p.returncode < 0
+def _failure(worker, timeout):
+    """Why a worker gave no answer (worker.run returned None)."""
+    if worker.oom:
+        return f"above {MAX_RSS_GB} GB resident memory (killed)"
+    if worker.dead or worker.proc.poll() is not None:
+        worker.proc.wait()
+        code = worker.proc.returncode
+        sig = f"signal {-code}" if code and code < 0 else f"exit code {code}"
+        return f"died ({sig}): {worker.stderr_tail()}"
+    return f"no result within {timeout:.0f} s"
+
+
+class Pool:
+    """The CPU worker and the tpu worker, restarted after a death or a hang."""
+
+    def __init__(self, seed, timeout):
+        self.seed, self.timeout = seed, timeout
+        self.cpu = self.tpu = None
+
+    def _ask(self, attr, line):
+        """(answer, None) or (None, why there is none); a worker that gave none is replaced."""
+        if getattr(self, attr) is None:
+            setattr(self, attr, Worker(attr))
+        worker = getattr(self, attr)
+        res = worker.run(line, self.timeout)
+        if res is not None:
+            return res, None
+        why = _failure(worker, self.timeout)
+        worker.kill()
+        setattr(self, attr, None)
+        return None, why
+
+    def fresh_cpu(self):
+        """Restart the CPU worker: the next case's reference comes from a clean process."""
+        if self.cpu is not None:
+            self.cpu.kill()
+            self.cpu = None
+
+    def reference(self, index):
+        """(encoded CPU half, None), (None, why the CPU run dies) or a harness error."""
+        for attempt in range(2):
+            res, why = self._ask("cpu", f"{self.seed} {index}")
+            if res is not None:
+                return res.get("cpu"), res.get("error")
+            if not why.startswith("died"):
+                break
+            # A death may be damage an earlier case's CPU kernel left: retry once in a fresh worker.
+        return None, "the CPU run alone " + why
+
+    def case(self, index):
+        cpu, why = self.reference(index)
+        if cpu is None and why and not why.startswith("the CPU run"):
+            return {"cls": classify.GEN_ERROR, "detail": why}
+        res, tpu_why = self._ask("tpu", json.dumps({"seed": self.seed, "index": index, "cpu": cpu,
+                                                    "cpu_detail": why}))
+        if res is None:
+            cls = classify.HANG if tpu_why.startswith("no result") else classify.CRASH
+            return {"cls": cls, "detail": "tpu worker " + tpu_why}
+        return res
+
+    def close(self):
+        for w in (self.cpu, self.tpu):
+            if w is not None:
+                w.proc.stdin.close()
+                w.kill()
 
 
 def run_cases(seed, indices, *, timeout=60.0, progress=None):
     """{index: result dict}. Results are deterministic for a given seed (timing aside)."""
     results = {}
-    worker = None
+    pool = Pool(seed, timeout)
     t0 = time.time()
     for n, index in enumerate(indices):
-        if worker is None:
-            worker = Worker()
-        res = worker.run(seed, index, timeout)
-        if res is None:
-            worker.proc.poll()
-            if worker.oom:
-                res = {"cls": classify.CRASH, "detail": f"worker above {MAX_RSS_GB} GB resident memory (killed)"}
-            elif worker.dead or worker.proc.poll() is not None:
-                worker.proc.wait()
-                code = worker.proc.returncode
-                sig = f"signal {-code}" if code and code < 0 else f"exit code {code}"
-                res = {"cls": classify.CRASH, "detail": f"worker died ({sig}): {worker.stderr_tail()}"}
-                if cpu_alone_crashes(seed, index, timeout):
-                    res = {"cls": classify.CPU_CRASH, "detail": f"the CPU run alone dies too ({sig})"}
-            else:
-                res = {"cls": classify.HANG, "detail": f"no result within {timeout:.0f} s"}
-            res["index"] = index
-            worker.kill()
-            worker = None
+        res = pool.case(index)
+        if res["cls"] in classify.FAILING and res["cls"] not in (classify.CRASH, classify.HANG) \
+                and pool.cpu is not None and pool.cpu.served > 1:
+            # A difference against a CPU worker that ran earlier cases: confirm it against a fresh
+            # one, in case an earlier case's CPU kernel damaged that worker's memory.
+            pool.fresh_cpu()
+            res = pool.case(index)
+        res["index"] = index
         results[index] = res
         if progress and (n + 1) % progress == 0:
             print(f"  {n + 1}/{len(indices)} cases, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    if worker is not None:
-        worker.proc.stdin.close()
-        worker.kill()
+    pool.close()
     return results

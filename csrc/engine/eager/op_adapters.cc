@@ -66,6 +66,15 @@ void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, s
   }
 }
 
+void check_out_dtype_is_self_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args) {
+  if (op.operator_name().overload_name != "out") return;
+  size_t first = stack->size() - num_args;
+  const at::Tensor& self = (*stack)[first].toTensor();
+  const at::Tensor& out = (*stack)[first + num_args - 1].toTensor();
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), op.operator_name(), ": expected scalar_type ",
+              self.scalar_type(), " but found ", out.scalar_type());
+}
+
 namespace {
 
 // native_batch_norm / _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
@@ -81,13 +90,30 @@ std::vector<int> batch_norm_running_stats(const torch::jit::Stack& stack, size_t
   return args.size() == 2 ? args : std::vector<int>{};
 }
 
+// threshold_backward(grad, self, threshold): a binary TensorIterator op on the CPU, so the
+// result type is the promoted one (the meta kernel keeps grad's: int grads, float self).
+c10::ScalarType promoted_grad_and_self(const torch::jit::Stack& stack, size_t first) {
+  return at::result_type(stack[first].toTensor(), stack[first + 1].toTensor());
+}
+
+// _(log_)softmax_backward_data(grad, output, dim, input_dtype): grad's dtype, except a float
+// grad of a half softmax (half_to_float) gives half; the meta kernel says input_dtype always.
+c10::ScalarType softmax_grad_dtype(const torch::jit::Stack& stack, size_t first) {
+  c10::ScalarType grad = stack[first].toTensor().scalar_type();
+  c10::ScalarType input = static_cast<c10::ScalarType>(stack[first + 3].toInt());
+  return grad == c10::kFloat && input == c10::kHalf ? c10::kHalf : grad;
+}
+
 }  // namespace
 
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
+  static const OpAdapter same_dtype_out{&check_out_dtype_is_self_dtype, false};
   static const OpAdapter random_bits{nullptr, true};
   static const OpAdapter optimizer{nullptr, false, true};
   static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
+  static const OpAdapter threshold_grad{nullptr, false, false, nullptr, &promoted_grad_and_self};
+  static const OpAdapter softmax_grad{nullptr, false, false, nullptr, &softmax_grad_dtype};
   static const std::map<std::string, const OpAdapter*> table{
       {"aten::index", &cpu_indices},
       {"aten::index_put", &cpu_indices},
@@ -105,6 +131,10 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_fused_adagrad_", &optimizer},
       {"aten::native_batch_norm", &batch_norm},
       {"aten::_native_batch_norm_legit", &batch_norm},
+      {"aten::threshold_backward", &threshold_grad},
+      {"aten::_logcumsumexp", &same_dtype_out},
+      {"aten::_softmax_backward_data", &softmax_grad},
+      {"aten::_log_softmax_backward_data", &softmax_grad},
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;

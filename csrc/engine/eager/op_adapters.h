@@ -23,6 +23,9 @@ struct OpAdapter {
   // running_mean/var in training): their indices for this call. They become written targets
   // after the returns (op_outputs), and the rule returns their new values last.
   std::vector<int> (*unannotated_writes)(const torch::jit::Stack&, size_t first) = nullptr;
+  // The CPU kernel's dtype for the first result, where PyTorch's Python meta kernel (what the
+  // outputs are allocated from) gives another one (threshold_backward of integer grads).
+  c10::ScalarType (*result_dtype)(const torch::jit::Stack&, size_t first) = nullptr;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.
@@ -33,5 +36,10 @@ const OpAdapter* find_adapter(const c10::OperatorName& name);
 // its coordinates first, computed on the host where the mask already is; a tpu mask whose
 // result size depends on it (x[mask], x[mask] = tensor) becomes its coordinates on the device.
 void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
+
+// An out= overload whose out tensor must have self's dtype (_logcumsumexp.out): checked first, as
+// the public op does. It has no meta kernel and runs on the CPU fallback, whose kernel writes
+// self's dtype into out regardless (past its end when narrower).
+void check_out_dtype_is_self_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
 
 }  // namespace tpu::engine

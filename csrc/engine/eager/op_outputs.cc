@@ -54,6 +54,21 @@ void rethrow_interrupt(const std::exception& e) {
   if (interrupt) throw;
 }
 
+// Whether a meta kernel written in Python failed an `assert` on its arguments (batch norm in
+// eval mode without running statistics): a call the CPU kernel also cannot run (that one reads
+// the missing tensors and crashes), so it is raised, not sent to the CPU fallback.
+bool python_assertion(const std::exception& e) {
+  if (const auto* p = dynamic_cast<const python_error*>(&e)) {
+    pybind11::gil_scoped_acquire gil;
+    return p->type != nullptr && PyErr_GivenExceptionMatches(p->type, PyExc_AssertionError);
+  }
+  if (const auto* p = dynamic_cast<const pybind11::error_already_set*>(&e)) {
+    pybind11::gil_scoped_acquire gil;
+    return p->matches(PyExc_AssertionError);
+  }
+  return false;
+}
+
 bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
 
 // torch.result_type of the inputs: every tensor and Scalar argument except out= tensors
@@ -129,6 +144,7 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   } catch (const std::exception& e) {
     // Ctrl-C inside a Python meta kernel is the user's, never a reason to run on the CPU.
     rethrow_interrupt(e);
+    if (python_assertion(e)) throw lowering::InvalidCall(e.what());
     // A Python meta kernel that cannot run, e.g. nonzero for x[bool_mask] (data-dependent
     // shape): the CPU fallback computes it (or raises PyTorch's own error).
     throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
@@ -200,7 +216,12 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
     }
     out.return_sizes.push_back(static_cast<int>(outs.size()));
   }
-  if (const OpAdapter* adapter = find_adapter(op.operator_name()); adapter != nullptr && adapter->unannotated_writes) {
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  if (adapter != nullptr && adapter->result_dtype && !out.targets.empty() && out.targets[0].functional &&
+      !out.targets[0].undefined) {
+    out.targets[0].dtype = adapter->result_dtype(stack, first);
+  }
+  if (adapter != nullptr && adapter->unannotated_writes) {
     for (int arg : adapter->unannotated_writes(stack, first)) add_written_arg(arg);
   }
   for (const auto& [arg, meta_list] : written_lists) {

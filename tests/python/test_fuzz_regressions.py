@@ -1,0 +1,247 @@
+"""Defects the differential fuzzer (tests/fuzz) found, each pinned by the smallest call that
+showed it, compared with PyTorch CPU at assert_close's default tolerances."""
+import math
+
+import pytest
+import torch
+
+import torch_tpu  # noqa: F401
+
+from helpers import fallbacks
+
+inf, nan = math.inf, math.nan
+aten = torch.ops.aten
+
+
+def same_as_cpu(f, *xs):
+    """f on tpu copies of xs gives the CPU's values, dtypes and shapes, with no CPU fallback."""
+    before = fallbacks()
+    got = f(*[x.to("tpu") if isinstance(x, torch.Tensor) else x for x in xs])
+    want = f(*xs)
+    got, want = (got, want) if isinstance(want, (tuple, list)) else ([got], [want])
+    for g, w in zip(got, want):
+        g = g.cpu()
+        if w.is_complex():  # parts apart: assert_close measures |inf+ai - (inf+bi)| as NaN
+            g, w = torch.view_as_real(g.resolve_conj()), torch.view_as_real(w.resolve_conj())
+        torch.testing.assert_close(g, w, equal_nan=True)
+    assert fallbacks() == before, fallbacks()
+
+
+def test_mse_loss_backward_mean_counts_self_not_the_broadcast_gradient():
+    # grad_output (7, 5) broadcasts a 0-d self: the mean divides by self's 1 element.
+    grad = torch.randn(7, 5)
+    same_as_cpu(lambda g, x, y: aten.mse_loss_backward(g, x, y, 1), grad, torch.tensor(4.3), torch.tensor(1.0))
+
+
+def test_tanh_and_sigmoid_backward_of_complex_take_the_conjugate():
+    g = torch.tensor([1 + 2j, -3 + 0.5j], dtype=torch.complex64)
+    y = torch.tensor([0.3 - 1.7j, 2 + 1j], dtype=torch.complex64)
+    same_as_cpu(aten.tanh_backward, g, y)
+    same_as_cpu(aten.sigmoid_backward, g, y)
+
+
+def test_backward_products_overflow_in_the_cpus_order():
+    # g * (1 - y) * y: g * (1 - y) overflows to inf first on the CPU, then * y = inf, not NaN.
+    g, y = torch.tensor([1e30, -1e30, 1e30]), torch.tensor([-1e30, 1e-30, 0.5])
+    same_as_cpu(aten.sigmoid_backward, g, y)
+    same_as_cpu(aten.tanh_backward, g, y)
+
+
+def test_addcmul_and_addcdiv_multiply_value_first_like_the_cpu():
+    x, a, d = torch.zeros(3), torch.tensor([1e30, 3e38, -2e20]), torch.tensor([1e10, 1e-30, 4e20])
+    same_as_cpu(lambda x, a, d: torch.addcmul(x, a, d, value=10.0), x, a, d)
+    same_as_cpu(lambda x, a, d: torch.addcdiv(x, a, d, value=1e-10), x, a, d)
+
+
+def test_integer_addcmul_wraps_in_int_before_a_float_out():
+    x = torch.tensor([2**31 - 1, -5], dtype=torch.int32)
+    a = torch.tensor([2**31 - 1, 7], dtype=torch.int32)
+    same_as_cpu(lambda x, a: torch.addcmul(x, a, a, value=-3, out=torch.empty(0, dtype=torch.bfloat16, device=x.device)),
+                x, a)
+
+
+def test_complex_sigmoid_is_nan_where_exp_overflows_like_the_cpu():
+    z = torch.tensor([complex(-inf, -1.0), complex(-100.0, 1.0), complex(0.5, -3.0), complex(-0.4, 0.3)] * 3,
+                     dtype=torch.complex64)
+    same_as_cpu(torch.sigmoid, z)
+    same_as_cpu(lambda z: torch._foreach_sigmoid([z])[0], z)
+
+
+def test_complex_sqrt_keeps_the_sign_of_a_zero_imaginary_part():
+    z = torch.tensor([complex(-2.178, 0.0), complex(4.0, 0.0), complex(-1.0, 2.0)], dtype=torch.complex64)
+    same_as_cpu(torch.sqrt, z.conj())
+    same_as_cpu(torch.sqrt, z)
+    got = torch.sqrt(z.conj().to("tpu")).cpu()
+    assert torch.equal(got.imag.signbit(), torch.sqrt(z.conj().resolve_conj()).imag.signbit())
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.complex64])
+def test_foreach_abs_of_unsigned_and_complex(dtype):
+    xs = [torch.tensor([[3, 2], [0, 7]]).to(dtype), torch.tensor([1, 5, 0]).to(dtype)]
+    if dtype == torch.complex64:
+        xs = [x * (1 - 2j) for x in xs]
+    same_as_cpu(lambda *xs: torch._foreach_abs(list(xs)), *xs)
+
+
+def test_abs_of_bool_is_not_implemented_like_the_cpu():
+    x = torch.tensor([True, False])
+    for f in (torch.abs, lambda x: torch._foreach_abs([x])):
+        with pytest.raises(NotImplementedError):
+            f(x)
+        with pytest.raises(NotImplementedError, match="abs"):
+            f(x.to("tpu"))
+
+
+def test_float_math_of_integers_into_a_complex_out_computes_in_reals():
+    x = torch.tensor([1, 7, 255, 6], dtype=torch.uint8)
+    same_as_cpu(lambda x: torch.erf(x, out=torch.empty(4, dtype=torch.complex64, device=x.device)), x)
+    i = torch.tensor([-4, 9], dtype=torch.int32)  # sqrt(-4) is NaN in reals, 2j in complex
+    same_as_cpu(lambda i: torch.sqrt(i, out=torch.empty(2, dtype=torch.complex64, device=i.device)), i)
+
+
+def test_threshold_backward_promotes_integer_grads_like_the_cpu():
+    same_as_cpu(lambda g, x: aten.threshold_backward(g, x, -1.147),
+                torch.tensor(-2, dtype=torch.int32).expand(7), torch.randn(7, dtype=torch.float64))
+    same_as_cpu(lambda g, x: aten.threshold_backward(g, x, 3),
+                torch.tensor([6, -1, 4], dtype=torch.int64), torch.tensor(-3.0))
+
+
+@pytest.mark.parametrize("op", [aten._log_softmax_backward_data, aten._softmax_backward_data])
+def test_softmax_backward_data_returns_the_grads_dtype_like_the_cpu(op):
+    g = torch.tensor([3.0, -1.0], dtype=torch.float16)
+    y = torch.tensor([-0.7, -1.2], dtype=torch.float16)
+    same_as_cpu(lambda g, y: op(g, y, -1, torch.float32), g, y)
+    same_as_cpu(lambda g, y: op(g, y, 0, torch.bfloat16), g.float(), y.float())
+
+
+def test_half_convolution_is_at_least_as_close_as_the_cpu_to_float64():
+    x = torch.randn(1, 1, 8, 5, dtype=torch.float16)
+    w = torch.randn(1, 1, 8, 3, dtype=torch.float16)
+    bias = torch.tensor([0.344], dtype=torch.float16)
+    args = ([1, 2], [1, 1], [1, 1], True, [0, 0], 1, False, False, True, True)
+    cpu = aten._convolution(x, w, bias, *args)
+    got = aten._convolution(x.to("tpu"), w.to("tpu"), bias.to("tpu"), *args).cpu()
+    ref = aten._convolution(x.double(), w.double(), bias.double(), *args)
+    assert got.dtype == cpu.dtype and got.shape == cpu.shape
+    assert bool(((got.double() - ref).abs() <= (cpu.double() - ref).abs() + 1e-12).all())
+
+
+def test_batch_norm_eval_without_running_stats_raises_instead_of_crashing():
+    # The CPU kernel reads the missing statistics and segfaults; we raise, naming the op.
+    x = torch.randn(1, 2, 3, 8, device="tpu")
+    with pytest.raises(RuntimeError, match="_native_batch_norm_legit"):
+        aten._native_batch_norm_legit.no_stats(x, None, None, False, 0.9, 1e-3)
+
+
+def test_complex_remainder_and_fmod_are_not_implemented_like_the_cpu():
+    # XLA's compiler crashed (segfault) on a complex stablehlo.remainder.
+    z, y = torch.tensor([complex(-1.1, 1.1)]), torch.tensor(-3.3, dtype=torch.float64)
+    for f in (torch.remainder, torch.fmod):
+        with pytest.raises(NotImplementedError):
+            f(z, y)
+        with pytest.raises(NotImplementedError, match="_cpu"):
+            f(z.to("tpu"), y.to("tpu"))
+
+
+def test_max_of_no_elements_raises_but_max_out_gives_the_identity_like_the_cpu():
+    for dtype in (torch.int32, torch.float32):
+        x = torch.ones(4, 5, 0, dtype=dtype)
+        same_as_cpu(lambda x: aten.max.unary_out(x, out=torch.empty(0, dtype=dtype, device=x.device)), x)
+        same_as_cpu(lambda x: aten.min.unary_out(x, out=torch.empty(0, dtype=dtype, device=x.device)), x)
+        with pytest.raises(RuntimeError, match="max"):
+            torch.max(x.to("tpu"))
+
+
+def test_float_predicates_of_complex_look_at_both_parts():
+    z = torch.tensor([complex(inf, 0), complex(1, nan), complex(-inf, nan), complex(0.5, -2), complex(1, -inf)])
+    for f in (torch.isfinite, torch.isinf, torch.isnan):
+        same_as_cpu(f, z)
+    for f in (torch.isposinf, torch.isneginf):
+        with pytest.raises(RuntimeError, match="complex"):
+            f(z.to("tpu"))
+
+
+def test_dropped_infinite_gradients_are_nan_like_the_cpu():
+    g = torch.tensor([inf, -inf, nan, 2.0, inf])
+    mask = torch.tensor([False, True, False, False, True])
+    same_as_cpu(lambda g, m: aten.native_dropout_backward(g, m, -0.394), g, mask)
+    dropped_only = torch.tensor([False, False, False, False, False])  # kept complex infs differ (XLA complex product; open)
+    same_as_cpu(lambda g, m: aten.native_dropout_backward(g, m, 2.0), g.to(torch.complex64), dropped_only)
+
+
+def test_addcdiv_and_addcmul_of_bool_tensors_with_an_infinite_value():
+    x, t1 = torch.randn(6), torch.tensor([False, True, False, True, True, False])
+    d = torch.tensor([2.0, -1.0, 0.5, nan, 3.0, 1.0])
+    same_as_cpu(lambda x, t1, d: torch.addcdiv(x, t1, d, value=inf), x, t1, d)
+    same_as_cpu(lambda x, t1, d: torch.addcmul(x, d, t1, value=-inf), x, t1, d)
+
+
+def test_layer_norm_mean_of_a_row_with_an_inf_is_nan_like_the_cpu():
+    x = torch.tensor([[-inf, 1.8, 1.0, -2.1], [0.5, inf, -1.0, 2.0], [1.0, 2.0, 3.0, 4.0]])
+    same_as_cpu(lambda x: aten.native_layer_norm(x, [4], None, None, 0.9), x)
+
+
+def test_foreach_sign_of_nan_is_zero_and_foreach_maximum_propagates_nan():
+    x = torch.tensor([nan, -0.0, 2.5, -inf, 1e30])
+    same_as_cpu(lambda x: torch._foreach_sign([x])[0], x)
+    same_as_cpu(lambda x: torch._foreach_maximum([x], nan)[0], x)
+    same_as_cpu(lambda x, y: torch._foreach_minimum([x], [y])[0], x, torch.tensor([0.0, nan, 1.0, 2.0, 3.0]))
+    same_as_cpu(lambda x: torch._foreach_clamp_min([x], 0.5)[0], x)
+
+
+def test_integer_add_relu_and_addcmul_truncate_a_float_alpha_like_the_cpu():
+    a = torch.tensor([3, -3, 2**40, -6], dtype=torch.int64)
+    b = torch.tensor([4, -1, 2**40, 6], dtype=torch.int64)
+    same_as_cpu(lambda a, b: aten._add_relu_(a.clone(), b, alpha=-0.961), a, b)
+    same_as_cpu(lambda a, b: aten._add_relu(a, b, alpha=2.7), a, b)
+    x, t1, t2 = (torch.tensor([6], dtype=torch.int32), torch.tensor([-1], dtype=torch.int32),
+                 torch.tensor([6], dtype=torch.int32))
+    for value in (0.545, 1.9, -2.5):
+        same_as_cpu(lambda x, t1, t2: torch.addcmul(x, t1, t2, value=value,
+                                                    out=torch.empty(0, dtype=torch.int64, device=x.device)), x, t1, t2)
+
+
+def test_logcumsumexp_out_of_another_dtype_raises_like_the_public_op():
+    # The CPU kernel of _logcumsumexp.out writes floats into a uint8 out= past its end.
+    x = torch.randn(5, 7)
+    with pytest.raises(RuntimeError, match="expected scalar_type Float but found Byte"):
+        torch.logcumsumexp(x, 0, out=torch.empty(5, 7, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="expected scalar_type Float but found Byte"):
+        aten._logcumsumexp.out(x.to("tpu"), 0, out=torch.empty(5, 7, dtype=torch.uint8, device="tpu"))
+
+
+def test_batch_norm_takes_a_0d_per_channel_tensor_of_one_channel_and_checks_sizes():
+    x = torch.randn(4, 1, 3)
+    same_as_cpu(lambda x, bias, rm, rv: aten._native_batch_norm_legit_functional(x, None, bias, rm, rv, True, 0.5, 1e-3),
+                x, torch.tensor(-4.3), torch.tensor([-2.7]), torch.tensor([0.5]))
+    with pytest.raises(RuntimeError, match="weight should contain 2 elements not 1"):
+        aten._native_batch_norm_legit_functional(torch.randn(5, 2, device="tpu"), torch.ones(1, device="tpu"), None,
+                                                 torch.zeros(2, device="tpu"), torch.ones(2, device="tpu"),
+                                                 True, 0.9, 1e-3)
+
+
+def test_cummax_helper_rejects_mis_shaped_outputs():
+    # The CPU kernel writes through them out of bounds (docs/limits.md); torch.cummax sizes them.
+    x = torch.randn(5, 4, 5, device="tpu")
+    values, indices = torch.empty(5, 1, 5, device="tpu"), torch.empty(5, 4, 5, dtype=torch.long, device="tpu")
+    with pytest.raises(RuntimeError, match="_cummin_helper.*self's shape"):
+        aten._cummin_helper(x, values, indices, 1)
+    same_as_cpu(lambda x: torch.cummin(x, 1), x.cpu())
+
+
+def test_lu_never_pivots_on_a_nan_or_a_row_above_the_diagonal():
+    # LAPACK's i?amax skips NaN candidates unless the diagonal one is NaN; a column of NaNs below
+    # the diagonal once made us pick an already eliminated row.
+    a = torch.tensor([0.523, nan, 3.294, -1.43, 1e30, inf, 1.0, -0.583, -1.941, 1.316, 0.0, -2.5, 0.393, 2.0, -0.07,
+                      1.225, -2.469, nan, nan, 0.0, -3.477, -0.656, 0.5, 1.0, 0.807, 0.0, 3.0, 1.249, -0.072, -inf,
+                      2.382, 0.0]).reshape(2, 4, 4)
+    same_as_cpu(lambda a: torch.linalg.lu_factor_ex(a), a)
+
+
+def test_complex_log2_log10_exp2_scale_by_a_real_constant_like_the_cpu():
+    # A complex multiply/divide by (ln 2 + 0i) turned an infinite part's 0 partner into NaN.
+    z = torch.tensor([complex(inf, 0.27), complex(-inf, 2.322), complex(3.967, 2.105), complex(0.0, -6.084)])
+    for f in (torch.log2, torch.log10, torch.exp2):
+        same_as_cpu(f, z)
+    same_as_cpu(lambda z: torch._foreach_log2([z])[0], z)
+    same_as_cpu(lambda z: torch._foreach_log10([z])[0], z)
