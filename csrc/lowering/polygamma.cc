@@ -93,14 +93,16 @@ Value hurwitz_zeta(Builder& b, double s, Value q) {
 
 std::vector<Value> polygamma(Context& c) {
   Builder& b = c.b;
-  int64_t n = c.int_arg(0);
+  // polygamma(n, self) and polygamma.out take n first; the in-place polygamma_(self, n) self.
+  size_t self_arg = c.arg(0).kind == Arg::Kind::Tensor ? 0 : 1;
+  int64_t n = c.int_arg(1 - self_arg);
   if (n < 0) throw InvalidCall("polygamma(n, x) does not support negative n.");
   if (n == 0) {
-    Context sub{c.b, {c.arg(1)}, c.out_types, c.compute_dtype, c.rng_key};
+    Context sub{c.b, {c.arg(self_arg)}, c.out_types, c.compute_dtype, c.rng_key};
     return (*find_rule("digamma"))(sub);
   }
   DType out = c.out().dtype, acc = opmath(out);
-  Value x = convert(b, c.tensor(1), acc);
+  Value x = convert(b, c.tensor(self_arg), acc);
   if (n == 1) return {convert(b, trigamma(b, x), out)};
   double factorial = std::exp(std::lgamma(static_cast<double>(n) + 1.0));
   Value r = mul(b, scalar_like(b, (n % 2 ? 1.0 : -1.0) * factorial, x), hurwitz_zeta(b, static_cast<double>(n + 1), x));

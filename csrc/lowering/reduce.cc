@@ -315,6 +315,10 @@ Rule logical_reduce(const std::string& kind, size_t dim_arg) {
     Value x = c.tensor(0);
     std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
     Value p = convert(c.b, x, DType::Pred);
+    // all/any.dims with an empty list reduce nothing (unlike sum's empty list): element-wise.
+    bool no_dims = dim_arg != kNoDim && c.has(dim_arg) && c.arg(dim_arg).kind == Arg::Kind::IntList &&
+                   c.ints(dim_arg).empty();
+    if (no_dims) return std::vector<Value>{reshape(c.b, p, c.out().shape)};
     return std::vector<Value>{reduce_to(c.b, p, dims, kind, c.out().shape)};
   };
 }

@@ -245,3 +245,20 @@ def test_complex_log2_log10_exp2_scale_by_a_real_constant_like_the_cpu():
         same_as_cpu(f, z)
     same_as_cpu(lambda z: torch._foreach_log2([z])[0], z)
     same_as_cpu(lambda z: torch._foreach_log10([z])[0], z)
+
+
+def test_all_any_dims_of_an_empty_list_reduce_nothing():
+    # Seed 13 #33: the module reduced every dim and the compiler rejected its shape.
+    t = torch.tensor([[-3.0, 0.0, 2.0], [nan, 0.0, 1.0]]).to(torch.bfloat16)
+    for keepdim in (True, False):
+        same_as_cpu(lambda x: aten.all.dims(x, [], keepdim), t)
+        same_as_cpu(lambda x: aten.any.dims(x, [], keepdim), t)
+        same_as_cpu(lambda x: aten.all.dims(x, None, keepdim), t)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_polygamma_in_place_takes_self_first(n):
+    # Seed 13 #964/#1010: polygamma_(self, n) was read as polygamma(n, self).
+    x = torch.tensor([0.3, 1.5, -2.5, 7.0, nan, inf])
+    same_as_cpu(lambda t: t.clone().polygamma_(n), x)
+    same_as_cpu(lambda t: torch.polygamma(n, t), x)
