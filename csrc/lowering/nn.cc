@@ -54,7 +54,9 @@ Rule softmax_rule(bool log) {
 Rule softmax_backward_rule(bool log) {
   return [log](Context& c) {
     DType out = c.out().dtype;
-    DType acc = opmath(out);
+    if (c.out().numel() == 0) return std::vector<Value>{zeros(c.b, c.out())};
+    // An integer result (the CPU's dtype for integer gradients) is computed in float32.
+    DType acc = is_float(out) || is_complex(out) ? opmath(out) : DType::F32;
     Value g = convert(c.b, c.tensor(0), acc), y = convert(c.b, c.tensor(1), acc);
     if (g.rank() == 0) {
       wrap_dim(c.int_arg(2), 0);

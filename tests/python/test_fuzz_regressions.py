@@ -262,3 +262,10 @@ def test_polygamma_in_place_takes_self_first(n):
     x = torch.tensor([0.3, 1.5, -2.5, 7.0, nan, inf])
     same_as_cpu(lambda t: t.clone().polygamma_(n), x)
     same_as_cpu(lambda t: torch.polygamma(n, t), x)
+
+
+def test_softmax_backward_of_integer_or_empty_gradients():
+    # Seed 13 #246: an empty int32 gradient built exp() of integers (rejected by the compiler).
+    g = torch.zeros(2, 7, 0, dtype=torch.int32)
+    same_as_cpu(lambda a, b: aten._log_softmax_backward_data(a, b, 1, torch.float32), g, g.clone())
+    same_as_cpu(lambda a, b: aten._softmax_backward_data(a, b, 1, torch.float32), g, g.clone())
