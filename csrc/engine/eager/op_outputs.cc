@@ -144,7 +144,10 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   } catch (const std::exception& e) {
     // Ctrl-C inside a Python meta kernel is the user's, never a reason to run on the CPU.
     rethrow_interrupt(e);
-    if (python_assertion(e)) throw lowering::InvalidCall(e.what());
+    if (python_assertion(e)) {
+      std::string message = e.what();  // without the Python traceback pybind appends ("\n\nAt:\n ...")
+      throw lowering::InvalidCall(message.substr(0, message.find("\n\nAt:")));
+    }
     // A Python meta kernel that cannot run, e.g. nonzero for x[bool_mask] (data-dependent
     // shape): the CPU fallback computes it (or raises PyTorch's own error).
     throw lowering::NotLowerable(std::string("meta kernel failed: ") + e.what());
