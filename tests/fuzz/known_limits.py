@@ -50,6 +50,9 @@ KNOWN = [
     ("isin*", "silent mismatch", r".",
      "docs/limits.md 'isin(..., assume_unique=True) of inputs that are not unique': the CPU's answer "
      "relies on the promise (checked only with assume_unique=True, see `applies`)"),
+    ("_weight_norm_interface*", "tpu-only raise", r"weight norm: g has \d+ elements, expected",
+     "docs/limits.md '_weight_norm_interface with a g whose size is not v.size(dim)': we raise; the "
+     "CPU kernel reads g out of bounds"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),
