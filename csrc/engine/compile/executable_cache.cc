@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -166,8 +167,11 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
     try {
       exe = rt.client().deserialize(bytes);
       metrics().disk_cache_hits++;
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       exe.reset();  // an entry of another plugin build: recompile and overwrite it
+      // Rare and worth seeing: a plugin that rejects its own entries recompiles every time.
+      std::cerr << "torch-tpu: the plugin rejected cached executable " << file << ": " << e.what()
+                << " (recompiling)" << std::endl;
     }
   }
   if (!exe) {
