@@ -116,6 +116,25 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const 
   return std::make_unique<Executable>(api_, args.loaded_executable);
 }
 
+std::unique_ptr<Executable> Client::try_deserialize(const std::string& bytes, std::string* error) const {
+  abi::Executable_DeserializeAndLoad_Args args{};
+  args.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Executable_DeserializeAndLoad_Args, load_options);
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  void* fn = api_->slot(abi::kExecutable_DeserializeAndLoad);
+  if (fn == nullptr) {
+    *error = "PJRT_Executable_DeserializeAndLoad is not provided by the plugin";
+    return nullptr;
+  }
+  abi::Error* failed = reinterpret_cast<abi::Error* (*)(abi::Executable_DeserializeAndLoad_Args*)>(fn)(&args);
+  if (failed != nullptr) {
+    *error = take_error(*api_, failed, "PJRT_Executable_DeserializeAndLoad").what();
+    return nullptr;
+  }
+  return std::make_unique<Executable>(api_, args.loaded_executable);
+}
+
 MemoryStats Client::memory_stats(int device) const {
   MemoryStats stats;
   if (!api_->has(abi::kDevice_MemoryStats)) return stats;

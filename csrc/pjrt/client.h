@@ -49,6 +49,11 @@ class Client {
   // Compiles StableHLO (MLIR text or bytecode).
   std::unique_ptr<Executable> compile(const std::string& mlir, const CompileOptions& options) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+  // nullptr (and the plugin's message in *error) when the plugin rejects the bytes, without
+  // throwing: a C++ exception unwinding right after a failed XLA:CPU deserialization crashed in
+  // libgcc's unwinder in a long test run (issue 10 note), so the cache's expected miss path
+  // does not throw.
+  std::unique_ptr<Executable> try_deserialize(const std::string& bytes, std::string* error) const;
   MemoryStats memory_stats(int device) const;
 
  private:

@@ -16,6 +16,10 @@ const char* error_code_name(abi::ErrorCode code) {
 
 void throw_if_error(const Api& api, abi::Error* error, const char* what) {
   if (error == nullptr) return;
+  throw take_error(api, error, what);
+}
+
+PjrtError take_error(const Api& api, abi::Error* error, const char* what) {
   abi::Error_Message_Args msg{};
   msg.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Error_Message_Args, message_size);
   msg.error = error;
@@ -35,7 +39,7 @@ void throw_if_error(const Api& api, abi::Error* error, const char* what) {
   destroy.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Error_Destroy_Args, error);
   destroy.error = error;
   reinterpret_cast<void (*)(abi::Error_Destroy_Args*)>(api.slot(abi::kError_Destroy))(&destroy);
-  throw PjrtError(code, std::string(what) + " failed [" + error_code_name(code) + "]: " + text);
+  return PjrtError(code, std::string(what) + " failed [" + error_code_name(code) + "]: " + text);
 }
 
 }  // namespace tpu::pjrt

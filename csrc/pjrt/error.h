@@ -26,5 +26,8 @@ const char* error_code_name(abi::ErrorCode code);
 // Consumes `error` (may be NULL): reads code and message, destroys it, throws PjrtError
 // prefixed with `what` ("PJRT_Client_Compile: ...").
 void throw_if_error(const Api& api, abi::Error* error, const char* what);
+// The same for a non-NULL `error`, returned instead of thrown (for callers that must not unwind
+// through a failed plugin call, see Client::try_deserialize).
+PjrtError take_error(const Api& api, abi::Error* error, const char* what);
 
 }  // namespace tpu::pjrt

@@ -164,13 +164,14 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
   EntryRead entry = file.empty() ? EntryRead::Missing : read_entry(file, key, &bytes);
   if (entry == EntryRead::Corrupt) metrics().disk_cache_corrupt++;  // recompiled and overwritten
   if (entry == EntryRead::Valid) {
-    try {
-      exe = rt.client().deserialize(bytes);
+    std::string error;
+    exe = rt.client().try_deserialize(bytes, &error);
+    if (exe) {
       metrics().disk_cache_hits++;
-    } catch (const std::exception& e) {
-      exe.reset();  // an entry of another plugin build: recompile and overwrite it
-      // Rare and worth seeing: a plugin that rejects its own entries recompiles every time.
-      std::cerr << "torch-tpu: the plugin rejected cached executable " << file << ": " << e.what()
+    } else {
+      // An entry of another plugin build: recompile and overwrite it. Rare and worth seeing: a
+      // plugin that rejects its own entries recompiles every time.
+      std::cerr << "torch-tpu: the plugin rejected cached executable " << file << ": " << error
                 << " (recompiling)" << std::endl;
     }
   }
