@@ -15,13 +15,6 @@ namespace {
 
 using namespace hlo;
 
-Value reduce_keep(Builder& b, Value x, int64_t dim, const std::string& kind) {
-  Value r = reduce(b, x, {dim}, kind);
-  std::vector<int64_t> dims;
-  for (int64_t i = 0; i < x.rank(); ++i) if (i != dim) dims.push_back(i);
-  return broadcast_in_dim(b, r, x.shape(), dims);
-}
-
 void require_bool_mask(Value mask) {
   if (mask.dtype() != DType::Pred) throw InvalidCall("Mask should be a boolean tensor");
 }

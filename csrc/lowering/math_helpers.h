@@ -74,4 +74,12 @@ inline hlo::Value torch_sqrt(hlo::Builder& b, hlo::Value x) {
   return b.emit1("stablehlo.complex", {re_r, signed_im}, x.type);
 }
 
+// Reduces `x` over `dim` and broadcasts the result back to x's shape (softmax-style rules).
+inline hlo::Value reduce_keep(hlo::Builder& b, hlo::Value x, int64_t dim, const std::string& kind) {
+  hlo::Value r = hlo::reduce(b, x, {dim}, kind);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < x.rank(); ++i) if (i != dim) dims.push_back(i);
+  return hlo::broadcast_in_dim(b, r, x.shape(), dims);
+}
+
 }  // namespace tpu::lowering

@@ -11,14 +11,6 @@ namespace {
 
 using namespace hlo;
 
-// Reduces `x` over `dim` and broadcasts the result back to x's shape.
-Value reduce_keep(Builder& b, Value x, int64_t dim, const std::string& kind) {
-  Value r = reduce(b, x, {dim}, kind);
-  std::vector<int64_t> dims;
-  for (int64_t i = 0; i < x.rank(); ++i) if (i != dim) dims.push_back(i);
-  return broadcast_in_dim(b, r, x.shape(), dims);
-}
-
 // Softmax pieces: x - max and the sum of exponentials. A row whose max is +inf or -inf gives
 // NaN everywhere, as on the CPU (inf - inf); fully masked attention rows are _safe_softmax's job.
 std::pair<Value, Value> shifted(Builder& b, Value x, int64_t dim) {
