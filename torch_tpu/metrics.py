@@ -38,7 +38,8 @@ def report() -> str:
     lines = [
         "torch-tpu metrics",
         f"  lowered ops run        {s['ops_run']}",
-        f"  distinct signatures    {s['signatures']}",
+        f"  distinct signatures    {s['signatures']} loaded (limit {s['signature_limit']}, "
+        f"{s['signature_evictions']} evicted)",
         f"  compiles               {s['compiles']} ({s['compile_time_s']:.2f} s)",
         f"  executable cache hits  memory {s['memory_hits']}, disk {s['disk_hits']} "
         f"(disk writes {s['disk_writes']}, damaged entries recompiled {s['disk_corrupt']}, "

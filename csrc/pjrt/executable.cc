@@ -21,6 +21,11 @@ Executable::Executable(std::shared_ptr<const Api> api, abi::LoadedExecutable* ex
 
 Executable::~Executable() {
   try {
+    if (last_done_) last_done_->await("execution of an executable being destroyed");
+  } catch (...) {
+    // Its error went to the outputs' buffers; the executable is still destroyed below.
+  }
+  try {
     if (unloaded_ != nullptr) {
       abi::Executable_Destroy_Args args{};
       args.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Executable_Destroy_Args, executable);
@@ -79,14 +84,17 @@ std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_sharded(
   exec.num_args = args.empty() ? 0 : args[0].size();
   exec.output_lists = output_lists.data();
   std::vector<abi::Event*> events(args.size(), nullptr);
-  if (done != nullptr) exec.device_complete_events = events.data();
+  exec.device_complete_events = events.data();
   api_->call(abi::kLoadedExecutable_Execute, &exec, "PJRT_LoadedExecutable_Execute");
 
-  if (done != nullptr) {
-    // Wait on the last device's event; destroy the others right away.
-    for (size_t d = 0; d + 1 < events.size(); ++d) Event(api_, events[d]);
-    *done = std::make_shared<Event>(api_, events.back());
+  // Wait on the last device's event; destroy the others right away.
+  for (size_t d = 0; d + 1 < events.size(); ++d) Event(api_, events[d]);
+  auto finished = std::make_shared<Event>(api_, events.back());
+  {
+    std::lock_guard<std::mutex> lock(last_done_mu_);
+    last_done_ = finished;
   }
+  if (done != nullptr) *done = std::move(finished);
   std::vector<std::vector<std::unique_ptr<Buffer>>> outputs(args.size());
   for (size_t d = 0; d < args.size(); ++d) {
     for (abi::Buffer* b : raw_outputs[d]) outputs[d].push_back(std::make_unique<Buffer>(api_, b));

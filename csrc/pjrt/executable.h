@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ class Executable {
 
   std::shared_ptr<const Api> api_;
   abi::LoadedExecutable* exe_;
+  // Completion of the latest execution: the destructor waits for it, since plans (and with them
+  // executables) are evicted while their last launch may still be running.
+  mutable std::mutex last_done_mu_;
+  mutable std::shared_ptr<Event> last_done_;
   mutable abi::Executable* unloaded_ = nullptr;
   size_t num_outputs_ = 0;
   size_t num_devices_ = 1;

@@ -84,6 +84,8 @@ PYBIND11_MODULE(_C, m) {
     d["disk_writes"] = mt.disk_cache_writes.load();
     d["disk_corrupt"] = mt.disk_cache_corrupt.load();
     d["signatures"] = plan_cache_size();
+    d["signature_limit"] = plan_cache_capacity();
+    d["signature_evictions"] = plan_cache_evictions();
     d["host_to_device_bytes"] = mt.host_to_device_bytes.load();
     d["device_to_host_bytes"] = mt.device_to_host_bytes.load();
     d["cache_dir"] = cache_directory();

@@ -67,3 +67,53 @@ def test_second_process_compiles_nothing(tmp_path):
     assert compiles1 > 0 and hits1 == 0
     assert compiles2 == 0, "the second process recompiled"
     assert hits2 == compiles1
+
+
+EVICTION_SCRIPT = textwrap.dedent("""
+    import torch, torch_tpu
+
+    def maps():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    def run(n):  # one new signature per length: each is its own executable
+        x = torch.arange(float(n)) - n / 3
+        got = (x.to("tpu") * 1.5).cpu()
+        torch.testing.assert_close(got, x * 1.5)
+
+    for n in range(1, 21):
+        run(n)
+    before = maps()
+    for n in range(21, 321):
+        run(n)
+    after = maps()
+    for n in range(1, 21):  # evicted long ago: rebuilt, from the disk cache
+        run(n)
+    s = torch_tpu.metrics.counters()
+    print("STATS", before, after, s["signatures"], s["signature_limit"], s["signature_evictions"],
+          s["compiles"], s["disk_hits"])
+""")
+
+
+def test_plan_cache_is_bounded_and_rebuilds_evicted_signatures(tmp_path):
+    # A process that runs many signatures must not keep every executable loaded: XLA:CPU maps
+    # JIT regions per executable and Linux caps a process at 65,530 mappings (the full op suite
+    # crashed in the plugin when it ran out). With a limit of 8 plans, 300 more signatures leave
+    # the mapping count where it was, and an evicted signature runs again from the disk cache.
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"), TORCH_TPU_QUIET="1",
+               TORCH_TPU_MAX_PLANS="8")
+    out = subprocess.run([sys.executable, "-c", EVICTION_SCRIPT], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    before, after, loaded, limit, evicted, compiles, disk_hits = map(int, out.stdout.split()[1:])
+    assert limit == 8 and loaded <= 8
+    assert evicted >= 320 - 8
+    assert after - before < 100, f"mappings grew from {before} to {after} over 300 signatures"
+    assert disk_hits >= 20, "evicted signatures were compiled again instead of read from disk"
+
+
+def test_invalid_plan_limit_is_a_clear_error():
+    env = dict(os.environ, TORCH_TPU_MAX_PLANS="lots", TORCH_TPU_QUIET="1")
+    out = subprocess.run([sys.executable, "-c", "import torch; (torch.ones(2, device='tpu') + 1).cpu()"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode != 0
+    assert "TORCH_TPU_MAX_PLANS must be a positive integer, got 'lots'" in out.stderr

@@ -22,7 +22,10 @@ namespace {
 
 std::mutex g_mu;
 std::atomic<CompileObserver> g_observer{nullptr};
-std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> g_memory;
+// Executables alive in this process, by cache key: plans own them (the eager plan cache is
+// bounded, plan_cache.h), this table only shares one executable between plans of equal modules.
+std::unordered_map<std::string, std::weak_ptr<pjrt::Executable>> g_memory;
+size_t g_live_at_last_sweep = 0;
 
 uint64_t fnv1a(const std::string& s, uint64_t seed) {
   uint64_t h = 1469598103934665603ULL ^ seed;
@@ -153,8 +156,11 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_memory.find(key);
     if (it != g_memory.end()) {
-      metrics().memory_cache_hits++;
-      return it->second;
+      if (std::shared_ptr<pjrt::Executable> live = it->second.lock()) {
+        metrics().memory_cache_hits++;
+        return live;
+      }
+      g_memory.erase(it);
     }
   }
   std::shared_ptr<pjrt::Executable> exe;
@@ -191,7 +197,14 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
     }
   }
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_memory.emplace(key, exe).first->second;
+  std::weak_ptr<pjrt::Executable>& slot = g_memory[key];
+  if (std::shared_ptr<pjrt::Executable> live = slot.lock()) return live;  // another thread won
+  slot = exe;
+  if (g_memory.size() > 2 * g_live_at_last_sweep + 64) {  // drop expired entries, amortized
+    for (auto it = g_memory.begin(); it != g_memory.end();) it = it->second.expired() ? g_memory.erase(it) : std::next(it);
+    g_live_at_last_sweep = g_memory.size();
+  }
+  return exe;
 }
 
 }  // namespace

@@ -14,15 +14,15 @@
 #include "engine/eager/op_adapters.h"
 #include "engine/eager/op_call.h"
 #include "engine/eager/plan.h"
+#include "engine/eager/plan_cache.h"
 #include "lowering/registry.h"
 
 // The generic eager kernel: OpCall -> cached Plan (op_outputs -> Program -> compile) -> launch.
 namespace tpu::engine {
 namespace {
 
-std::mutex g_plans_mu;
+std::mutex g_plans_mu;              // guards the two tables below (PlanCache locks itself)
 std::set<std::string> g_rules_used;  // every rule that built a plan in this process
-std::unordered_map<std::vector<int64_t>, std::shared_ptr<Plan>, VecHash> g_plans;
 // The key of each op's latest compiled signature, to explain the next recompile.
 std::unordered_map<const c10::FunctionSchema*, std::vector<int64_t>> g_last_key;
 
@@ -30,6 +30,7 @@ std::unordered_map<const c10::FunctionSchema*, std::vector<int64_t>> g_last_key;
 void note_compiled_signature(const c10::OperatorHandle& op, const std::vector<int64_t>& key) {
   const c10::FunctionSchema* schema = &op.schema();
   auto it = g_last_key.find(schema);
+  if (it != g_last_key.end() && it->second == key) return;  // rebuilt after an eviction
   if (it != g_last_key.end()) {
     count_recompile(op_label(op), describe_key_change(op.schema(), it->second, key));
     it->second = key;
@@ -38,10 +39,9 @@ void note_compiled_signature(const c10::OperatorHandle& op, const std::vector<in
   }
 }
 
-std::shared_ptr<Plan> cached_plan(const std::vector<int64_t>& key) {
-  std::lock_guard<std::mutex> lock(g_plans_mu);
-  auto it = g_plans.find(key);
-  return it == g_plans.end() ? nullptr : it->second;
+PlanCache& plans() {
+  static PlanCache cache(max_plans_from_env());
+  return cache;
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
     return;
   }
-  std::shared_ptr<Plan> plan = cached_plan(call.key);
+  std::shared_ptr<Plan> plan = plans().find(call.key);
   if (!plan) {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(call.device)));
     std::string rule = rule_for(op.schema().operator_name());
@@ -98,8 +98,8 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     } catch (const std::invalid_argument& e) {
       TORCH_CHECK_VALUE(false, op.schema().operator_name(), ": ", e.what());
     }
+    plans().insert(call.key, plan);
     std::lock_guard<std::mutex> lock(g_plans_mu);
-    g_plans.emplace(call.key, plan);
     g_rules_used.insert(rule);
     note_compiled_signature(op, call.key);
   }
@@ -152,9 +152,7 @@ std::vector<std::string> register_lowered_ops() {
 }
 
 std::vector<std::pair<std::string, int64_t>> plan_run_counts() {
-  std::lock_guard<std::mutex> lock(g_plans_mu);
-  std::map<std::string, int64_t> by_op;
-  for (const auto& [_, plan] : g_plans) by_op[plan->op_name] += plan->runs;
+  std::map<std::string, int64_t> by_op = plans().runs_by_op();
   return {by_op.begin(), by_op.end()};
 }
 
@@ -163,14 +161,13 @@ std::vector<std::string> rules_used() {
   return {g_rules_used.begin(), g_rules_used.end()};
 }
 
-size_t plan_cache_size() {
-  std::lock_guard<std::mutex> lock(g_plans_mu);
-  return g_plans.size();
-}
+size_t plan_cache_size() { return plans().size(); }
+size_t plan_cache_capacity() { return plans().capacity(); }
+int64_t plan_cache_evictions() { return plans().evictions(); }
 
 void clear_plan_cache() {
+  plans().clear();
   std::lock_guard<std::mutex> lock(g_plans_mu);
-  g_plans.clear();
   g_last_key.clear();
 }
 

@@ -21,6 +21,8 @@ std::vector<std::string> register_lowered_ops();
 // Per-signature plans that ran, by op: {op name -> runs}.
 std::vector<std::pair<std::string, int64_t>> plan_run_counts();
 size_t plan_cache_size();
+size_t plan_cache_capacity();  // TORCH_TPU_MAX_PLANS (plan_cache.h)
+int64_t plan_cache_evictions();
 // Lowering rules that have built at least one plan in this process (not reset by metrics).
 std::vector<std::string> rules_used();
 // Drops every plan (and its run count): the next call of each signature builds its module and

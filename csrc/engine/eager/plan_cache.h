@@ -1,0 +1,57 @@
+// The eager plan cache: call key -> Plan, least recently used first out.
+//
+// Why bounded: every plan keeps a loaded executable, and a loaded executable holds process
+// resources beyond its bytes. XLA:CPU maps several JIT code/data regions per executable and Linux
+// allows 65,530 mappings per process (vm.max_map_count): a process that runs ~15,000 distinct
+// signatures (a long test session, a server that sees many shapes) crashed in the plugin when
+// mmap failed. The cache keeps the TORCH_TPU_MAX_PLANS most recently used plans (default 4096);
+// an evicted signature is rebuilt on its next call, from the disk cache when that is on.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/eager/op_call.h"
+#include "engine/eager/plan.h"
+
+namespace tpu::engine {
+
+class PlanCache {
+ public:
+  explicit PlanCache(size_t capacity) : capacity_(capacity) {}
+
+  // The plan for `key` (now the most recently used), or nullptr.
+  std::shared_ptr<Plan> find(const std::vector<int64_t>& key);
+  // Adds `plan` and evicts the least recently used plans beyond the capacity. An evicted plan
+  // stays alive while a launch still holds it; its executable is destroyed after the last one.
+  void insert(const std::vector<int64_t>& key, std::shared_ptr<Plan> plan);
+  // Drops every plan and the run counts.
+  void clear();
+
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+  int64_t evictions() const;
+  // Runs of every plan this cache has held, by op name (evicted plans included).
+  std::map<std::string, int64_t> runs_by_op() const;
+
+ private:
+  using Entry = std::pair<std::vector<int64_t>, std::shared_ptr<Plan>>;
+  mutable std::mutex mu_;
+  size_t capacity_;
+  std::list<Entry> order_;  // most recently used first
+  std::unordered_map<std::vector<int64_t>, std::list<Entry>::iterator, VecHash> index_;
+  std::map<std::string, int64_t> evicted_runs_;
+  int64_t evictions_ = 0;
+};
+
+// TORCH_TPU_MAX_PLANS (a positive integer), or 4096.
+size_t max_plans_from_env();
+
+}  // namespace tpu::engine
