@@ -112,6 +112,11 @@ Value convert(Builder& b, Value x, DType dtype) {
   if (is_complex(x.dtype()) && !is_complex(dtype)) {
     x = b.emit1("stablehlo.real", {x}, Type(real_part(x.dtype()), x.shape()));
   }
+  if (x.dtype() == DType::Pred && (is_float(dtype) || is_complex(dtype))) {
+    // XLA's simplifier rewrites y * convert(p) as select(p, y, 0), which turns inf * False into
+    // 0 where PyTorch gives NaN. A select of constants is not matched by that rewrite.
+    return select(b, x, constant(b, 1, dtype, x.shape()), constant(b, 0, dtype, x.shape()));
+  }
   return b.emit1("stablehlo.convert", {x}, Type(dtype, x.shape()));
 }
 

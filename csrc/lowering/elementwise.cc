@@ -74,12 +74,13 @@ Rule bitwise_rule(const std::string& name, const std::string& op) {
   };
 }
 
-// add/sub with alpha: x op alpha * y.
+// add/sub with alpha: x op alpha * y. The CPU kernel casts alpha to the tensors' dtype first
+// (alpha 1.997 is 2.0 in bfloat16), then computes in float: so do we.
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
     DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
-    if (c.has(2)) y = mul(c.b, y, operand(c, 2, t));
+    if (c.has(2)) y = mul(c.b, y, convert(c.b, operand(c, 2, c.compute_dtype), t));
     Value r = round_to_common(c.b, binary(c.b, op, x, y), c.compute_dtype);
     return std::vector<Value>{convert(c.b, r, c.out().dtype)};
   };
@@ -231,7 +232,9 @@ std::vector<Value> silu_backward(Context& c) {
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
   Value s = sigmoid(b, x), one = scalar_like(b, 1, x);
-  return {mul(b, g, mul(b, s, add(b, one, mul(b, x, sub(b, one, s)))))};
+  // (dy * sigmoid) * (1 + x (1 - sigmoid)), grouped as the CPU kernel: for complex values the
+  // grouping decides between inf and NaN.
+  return {mul(b, mul(b, g, s), add(b, one, mul(b, x, sub(b, one, s))))};
 }
 
 // softplus(x, beta, threshold) = log1p(exp(beta x)) / beta, and x itself where beta x > threshold.

@@ -100,8 +100,10 @@ std::vector<Value> rsub(Context& c) {
   Builder& b = c.b;
   DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
-  if (c.has(2)) x = mul(b, x, operand(c, 2, t));
-  return {convert(b, sub(b, y, x), c.out().dtype)};
+  // alpha in the tensors' dtype first, as the CPU kernel (see alpha_rule in elementwise.cc).
+  if (c.has(2)) x = mul(b, x, convert(b, operand(c, 2, c.compute_dtype), t));
+  // Rounded to the common dtype before a wider out= (as TensorIterator does).
+  return {convert(b, convert(b, sub(b, y, x), c.compute_dtype), c.out().dtype)};
 }
 
 // ldexp(self, other) = self * 2^other

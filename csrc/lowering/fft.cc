@@ -82,12 +82,12 @@ Value scale(Builder& b, Value x, double factor) {
   return mul(b, x, constant(b, factor, x.dtype(), x.shape()));
 }
 
-// The mode's factor for a transform over `n` points.
+// The mode's factor for a transform over `n` points. A mode other than 0 (none) and 1
+// (by_root_n) scales by 1/n, as the CPU's MKL backend does for any value it is given.
 double norm_factor(int64_t mode, double n) {
-  if (n == 0) return 1.0;
+  if (n == 0 || mode == 0) return 1.0;
   if (mode == 1) return 1.0 / std::sqrt(n);
-  if (mode == 2) return 1.0 / n;
-  return 1.0;
+  return 1.0 / n;
 }
 
 // Dims as given (their order is kept; the last one is the halved one for r2c/c2r).

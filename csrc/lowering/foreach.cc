@@ -51,8 +51,14 @@ Rule foreach_rule(ElemFn f, size_t list_arg = 0) {
   };
 }
 
+// Each operand is first rounded to the result's dtype, as the CPU (one add/mul/... per tensor,
+// TensorIterator casting inputs to the common dtype) does: a scalar -1.543 is -1.546875 for a
+// bfloat16 list. Then the math runs in `t`.
 Value operand(Context& c, size_t a, size_t i, DType t, const std::vector<int64_t>& shape) {
-  return cast_to(c.b, elem(c, a, i), t, shape);
+  Value x = elem(c, a, i);
+  DType result = c.out_types.at(i).dtype;
+  if (is_float(result) || is_complex(result)) x = convert(c.b, x, result);
+  return cast_to(c.b, x, t, shape);
 }
 
 // (self, other, [alpha]): self op alpha * other

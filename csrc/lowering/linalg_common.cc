@@ -158,7 +158,10 @@ Qr householder_qr(Builder& b, Value a) {
     Value at_k = compare(rb, c3, kf, "EQ");
     Value colk = select(rb, compare(rb, r3, kf, "EQ"), broadcast_in_dim(rb, beta, full, {0}),
                         broadcast_in_dim(rb, vt, full, {0, 1}));
-    A = select(rb, compare(rb, c3, kf, "GT"), updated,
+    // H_k touches rows k.. of the trailing columns only (LAPACK's dlarf on A(k:m, k+1:n)): a
+    // NaN reflector must not reach the finished rows of R through 0 * NaN.
+    Value trailing = binary(rb, "stablehlo.and", compare(rb, c3, kf, "GT"), compare(rb, r3, kf, "GE"));
+    A = select(rb, trailing, updated,
                select(rb, binary(rb, "stablehlo.and", at_k, compare(rb, r3, kf, "GE")), colk, A));
     Value tcols = iota(rb, Type(DType::S64, {Bt, kmax}), 1);
     tau = select(rb, compare(rb, tcols, broadcast_in_dim(rb, k, {Bt, kmax}, {}), "EQ"),
@@ -169,7 +172,7 @@ Qr householder_qr(Builder& b, Value a) {
   return {r[1], r[2]};
 }
 
-Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose) {
+Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose, bool trailing_columns_only) {
   int64_t Bt = v.shape()[0], k = tau.shape()[1];
   if (k == 0) return c;
   // Q c = H_0 (H_1 (... (H_{k-1} c))): the last reflector first (orgqr, ormqr 'N');
@@ -183,13 +186,23 @@ Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose) {
     Value j = transpose ? s[0] : sub(rb, s64(rb, k - 1), s[0]);
     Value tj = reshape(rb, dynamic_slice(rb, tau, {s64(rb, 0), j}, {Bt, 1}), {Bt});
     Value next = apply_reflector(rb, reflector(rb, v, j), tj, s[1]);
+    // H_j changes rows j.. only (a NaN reflector must not reach the others through 0 * NaN);
+    // orgqr also applies it to columns j.. only: Q[:, i] depends on reflectors 0..i alone, so a
+    // NaN in a later column of the input stays out of earlier columns of Q (as LAPACK's).
+    const std::vector<int64_t>& shape = s[1].type.shape;
+    Value jj = broadcast_in_dim(rb, j, shape, {});
+    Value touched = compare(rb, iota(rb, Type(DType::S64, shape), 1), jj, "GE");
+    if (trailing_columns_only) {
+      touched = binary(rb, "stablehlo.and", touched, compare(rb, iota(rb, Type(DType::S64, shape), 2), jj, "GE"));
+    }
+    next = select(rb, touched, next, s[1]);
     return std::vector<Value>{add(rb, s[0], s64(rb, 1)), next};
   });
   return b.emit("stablehlo.while", {s64(b, 0), c}, state, "", {cond, body})[1];
 }
 
 Value householder_product(Builder& b, Value v, Value tau, int64_t ncols) {
-  return apply_q(b, v, tau, eye(b, v.dtype(), v.shape()[0], v.shape()[1], ncols), false);
+  return apply_q(b, v, tau, eye(b, v.dtype(), v.shape()[0], v.shape()[1], ncols), false, true);
 }
 
 }  // namespace tpu::lowering::linalg

@@ -48,7 +48,7 @@ Qr householder_qr(Builder& b, Value a);
 // Q[:, :, :ncols] with Q = H_0 ... H_{k-1} (k = tau's length): LAPACK's orgqr for m x ncols.
 Value householder_product(Builder& b, Value v, Value tau, int64_t ncols);
 // Q c (or Q^T c when `transpose`) for c [Bt, m, p]: LAPACK's ormqr from the left.
-Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose);
+Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose, bool trailing_columns_only = false);
 
 // SVD of a [Bt, m, n] stack (linalg_svd.cc): U [Bt, m, k or m], S [Bt, k] descending,
 // V [Bt, n, k or n] (columns are the right singular vectors), k = min(m, n) > 0; U and V are

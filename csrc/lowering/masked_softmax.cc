@@ -89,6 +89,10 @@ std::vector<Value> masked_softmax_backward(Context& c) {
   Builder& b = c.b;
   Value g = c.tensor(0), y = c.tensor(1), mask = c.tensor(2);
   if (g.shape() != mask.shape()) throw InvalidCall("Mask shape should match grad shape");
+  // The CPU kernel reads `output` with grad's layout without checking (docs/limits.md).
+  if (g.shape() != y.shape()) {
+    throw InvalidCall("output shape " + shape_str(y.shape()) + " must match grad_output shape " + shape_str(g.shape()));
+  }
   require_bool_mask(mask);
   require_dtype(is_float(g.dtype()), "masked_softmax_backward", g.dtype());
   DType out = c.out().dtype, acc = opmath(out);

@@ -50,6 +50,11 @@ Rule softmax_backward_rule(bool log) {
     // An integer result (the CPU's dtype for integer gradients) is computed in float32.
     DType acc = is_float(out) || is_complex(out) ? opmath(out) : DType::F32;
     Value g = convert(c.b, c.tensor(0), acc), y = convert(c.b, c.tensor(1), acc);
+    // The CPU kernel reads `output` with grad's layout without checking (out of bounds when it
+    // is smaller): a mismatch is an error here (docs/limits.md).
+    if (g.shape() != y.shape()) {
+      throw InvalidCall("output shape " + shape_str(y.shape()) + " must match grad_output shape " + shape_str(g.shape()));
+    }
     if (g.rank() == 0) {
       wrap_dim(c.int_arg(2), 0);
       return std::vector<Value>{convert(c.b, zeros(c.b, g.type), out)};

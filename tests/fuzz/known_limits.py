@@ -53,16 +53,64 @@ KNOWN = [
     ("_weight_norm_interface*", "tpu-only raise", r"weight norm: g has \d+ elements, expected",
      "docs/limits.md '_weight_norm_interface with a g whose size is not v.size(dim)': we raise; the "
      "CPU kernel reads g out of bounds"),
+    ("*softmax_backward*", "tpu-only raise", r"output shape \[[\d, ]*\] must match grad_output shape",
+     "docs/limits.md 'Softmax backward kernels with an output shaped unlike grad_output': we raise; "
+     "the CPU kernels read output out of bounds"),
+    ("_pdist_forward*", "tpu-only raise", r"pdist only supports 2D tensors",
+     "docs/limits.md '_pdist_forward called directly with a tensor that is not 2-D': torch.pdist's "
+     "check; the CPU kernel skips it"),
+    ("put*", "silent mismatch", r".",
+     "docs/limits.md 'put / put_ with duplicate indices and accumulate=False': PyTorch leaves which "
+     "write wins undefined (checked only when the index has duplicates, see `applies`)"),
+    ("cum*", "tpu-only raise", r"Dimension out of range",
+     "docs/limits.md 'Checks on empty inputs': the CPU skips the dim check for an empty input "
+     "(checked only for empty inputs, see `applies`)"),
+    ("_adaptive_avg_pool*", "tpu-only raise", r"not implemented for",
+     "docs/limits.md 'Checks on empty inputs': the CPU skips the dtype check for an empty input "
+     "(checked only for empty inputs, see `applies`)"),
+    ("native_dropout*", "dtype mismatch", r"result\[1\]: dtype torch\.\w+ on CPU, torch\.bool on tpu",
+     "docs/limits.md 'native_dropout of an empty tensor': a bool mask as the meta kernel says "
+     "(checked only for empty inputs, see `applies`)"),
+    ("_fft_*", "silent mismatch", r".",
+     "docs/limits.md 'FFTs of NaN/inf inputs': which outputs become NaN differs from the CPU's FFT "
+     "(checked only when an input has non-finite values, see `applies`)"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),
 ]
 
 
+def _has_duplicate_flat_indices(case) -> bool:
+    """Whether put's index (argument 1) names one element of self (argument 0) twice."""
+    import math
+    import torch
+    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+    self_spec, index_spec = case.tensors[0], case.tensors[1]
+    exec(self_spec.line("dev") + "; " + index_spec.line("dev"), ns)
+    n = ns[self_spec.name].numel()
+    index = ns[index_spec.name].flatten()
+    if n == 0 or index.numel() == 0:
+        return False
+    return torch.remainder(index, n).unique().numel() < index.numel()
+
+
+def _first_tensor_is_empty(case) -> bool:
+    import math
+    import torch
+    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+    spec = case.tensors[0]
+    exec(spec.line("dev"), ns)
+    return ns[spec.name].numel() == 0
+
+
 def applies(entry, case, detail="") -> bool:
     """Extra conditions an entry needs beyond its op/class/regex."""
     op_glob = entry[0]
-    if op_glob.startswith("linalg_solve_triangular"):
+    if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*"):
+        return _first_tensor_is_empty(case)
+    if op_glob == "put*":
+        return "True" not in case.call and _has_duplicate_flat_indices(case)
+    if op_glob.startswith("linalg_solve_triangular") or op_glob == "_fft_*":
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
     if op_glob == "_cum*_helper*" and entry[1] == "silent mismatch":
         return bool(re.search(r",\s*-\d+\)$", case.call.strip() + ")"))

@@ -104,3 +104,41 @@ def schema(op: str):
 
 def is_random(op: str) -> bool:
     return base_name(op) in RANDOM_OPS or split(op)[0] in RANDOM_OPS
+
+
+# Decompositions whose vectors are unique only up to the sign of each column (docs/limits.md
+# 'QR, SVD, symmetric eigendecomposition'): op -> (index of the column-vector output, index of
+# the row-vector output or None, index of the values).
+SIGN_FREE = {"_linalg_svd": (0, 2, 1), "linalg_svd": (0, 2, 1),
+             "_linalg_eigh": (1, None, 0), "linalg_eigh": (1, None, 0)}
+
+
+def canonical_signs(op: str, out):
+    """`out` with each singular/eigen vector's sign fixed (its largest-magnitude entry positive);
+    a row-vector output (Vh) takes its column's sign, so U diag(S) Vh is unchanged. Columns past
+    the number of values (full_matrices=True) span a complement whose basis is arbitrary when it
+    has more than one column: those are zeroed on both sides."""
+    spec = SIGN_FREE.get(base_name(op))
+    if spec is None or not isinstance(out, (tuple, list)):
+        return out
+    cols, rows, vals = spec
+    out = list(out)
+    u = out[cols]
+    if not isinstance(u, torch.Tensor) or u.numel() == 0 or u.is_complex() or not u.dtype.is_floating_point:
+        return tuple(out)
+    u = u.detach().cpu().clone()
+    pick = u.abs().nan_to_num(nan=-1.0).argmax(dim=-2, keepdim=True)
+    sign = torch.where(u.gather(-2, pick) < 0, -1.0, 1.0).to(u.dtype)  # [..., 1, n]
+    u = u * sign
+    k = out[vals].shape[-1] if isinstance(out[vals], torch.Tensor) else u.shape[-1]
+    if u.shape[-1] - k > 1:
+        u[..., k:] = 0
+    out[cols] = u
+    if rows is not None and isinstance(out[rows], torch.Tensor) and out[rows].numel():
+        vh = out[rows].detach().cpu().clone()
+        n = min(vh.shape[-2], sign.shape[-1])
+        vh[..., :n, :] *= sign[..., 0, :n].unsqueeze(-1)
+        if vh.shape[-2] - k > 1:
+            vh[..., k:, :] = 0
+        out[rows] = vh
+    return tuple(out)

@@ -269,3 +269,66 @@ def test_softmax_backward_of_integer_or_empty_gradients():
     g = torch.zeros(2, 7, 0, dtype=torch.int32)
     same_as_cpu(lambda a, b: aten._log_softmax_backward_data(a, b, 1, torch.float32), g, g.clone())
     same_as_cpu(lambda a, b: aten._softmax_backward_data(a, b, 1, torch.float32), g, g.clone())
+
+
+def test_inf_times_false_is_nan():
+    # XLA rewrites y * convert(bool) as select(bool, y, 0): inf * False became 0.
+    x = torch.tensor([inf, -inf, nan, 2.0, 1e30])
+    m = torch.tensor([False, False, False, True, False])
+    same_as_cpu(lambda a, b: a * b, x, m)
+    same_as_cpu(lambda a, b: torch._foreach_mul([a], [b]), x, m)
+    same_as_cpu(lambda a, b: torch._foreach_addcmul([a], [a], [b], [-2.5]), x, m)
+    same_as_cpu(lambda a, b: a.to(torch.bfloat16) * b, x, m)
+
+
+def test_alpha_is_rounded_to_the_tensors_dtype_first():
+    # 1.997 is 2.0 in bfloat16: the CPU computes 1.6719 - 2 * 1.0938, not - 1.997 * 1.0938.
+    a = torch.tensor([1.0938, -0.8008, 3.0, 0.75], dtype=torch.bfloat16)
+    b = torch.tensor([1.6719, -3.6562, 2.0, -0.5], dtype=torch.bfloat16)
+    same_as_cpu(lambda x, y: torch.rsub(x, y, alpha=1.997), a, b)
+    same_as_cpu(lambda x, y: torch.sub(y, x, alpha=1.997), a, b)
+    same_as_cpu(lambda x, y: torch.add(y, x, alpha=-1.997), a, b)
+    same_as_cpu(lambda x, y: aten.rsub.Tensor_out(x, y, alpha=1.997, out=torch.empty(0, dtype=x.dtype, device=x.device)), a, b)
+
+
+def test_foreach_scalars_are_rounded_to_the_lists_dtype():
+    # _foreach_add_(bf16 list, -1.543): the CPU adds -1.546875 (the scalar in bfloat16).
+    xs = [torch.linspace(-3, 3, 37).to(torch.bfloat16), torch.linspace(0.1, 9, 11).to(torch.bfloat16)]
+
+    def add_(a, b):
+        torch._foreach_add_([a, b], -1.543)
+        return a, b
+    same_as_cpu(add_, *xs)
+    same_as_cpu(lambda a, b: torch._foreach_mul([a, b], [1.003, -0.7071]), *xs)
+
+
+def test_silu_backward_groups_products_like_the_cpu():
+    # (dy * sigmoid) * (1 + x (1 - sigmoid)): for an infinite complex product the grouping
+    # decides between inf and NaN parts.
+    g = torch.tensor([-inf, -1.47, 0.5], dtype=torch.bfloat16)
+    x = torch.tensor([0.5 + 0.355j, 1.01 + 0.166j, -1.69 + 2j], dtype=torch.complex64)
+    same_as_cpu(aten.silu_backward, g, x)
+
+
+def test_qr_keeps_a_nan_column_out_of_earlier_columns_of_q():
+    a = torch.randn(2, 7, 3, generator=torch.Generator().manual_seed(3))
+    a[1, 4, 1] = nan
+    same_as_cpu(torch.linalg.qr, a)
+    geqrf = torch.geqrf(a)
+    same_as_cpu(torch.linalg.householder_product, geqrf.a, geqrf.tau)
+
+
+def test_fft_normalization_codes_past_by_n_scale_like_by_n():
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    for mode in (0, 1, 2, 3):
+        same_as_cpu(lambda t: aten._fft_r2c(t, [1], mode, True), x)
+        same_as_cpu(lambda t: aten._fft_c2c(t.to(torch.complex64), [1], mode, False), x)
+
+
+def test_softmax_backward_with_mismatched_output_raises_naming_the_shapes():
+    g, y = torch.randn(4, device="tpu"), torch.randn((), device="tpu")
+    with pytest.raises(RuntimeError, match=r"_log_softmax_backward_data.*output shape \[\] must match grad_output shape \[4\]"):
+        aten._log_softmax_backward_data(g, y, -1, torch.float32)
+    mask = torch.tensor([False, True, True], device="tpu")
+    with pytest.raises(RuntimeError, match=r"output shape \[1\] must match grad_output shape \[3\]"):
+        aten._masked_softmax_backward(torch.randn(3, device="tpu"), torch.randn(1, device="tpu"), mask, -1)
