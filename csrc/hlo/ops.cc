@@ -22,6 +22,8 @@ std::string nonfinite_literal(double v, DType t) {
     case DType::F16: return nan ? "0x7E00" : neg ? "0xFC00" : "0x7C00";
     case DType::BF16: return nan ? "0x7FC0" : neg ? "0xFF80" : "0x7F80";
     case DType::F32: return nan ? "0x7FC00000" : neg ? "0xFF800000" : "0x7F800000";
+    case DType::F8E4M3FN: return nan ? "0x7F" : neg ? "0xFE" : "0x7E";  // no inf: ±448, as PyTorch rounds
+    case DType::F8E5M2: return nan ? "0x7F" : neg ? "0xFC" : "0x7C";
     default: return nan ? "0x7FF8000000000000" : neg ? "0xFFF0000000000000" : "0x7FF0000000000000";
   }
 }
@@ -67,6 +69,8 @@ std::string scalar_region(Builder& b, DType t, const std::string& op) {
 }  // namespace
 
 Value constant(Builder& b, double value, DType dtype, const std::vector<int64_t>& shape) {
+  // A float8 constant is rounded by convert, so it follows PyTorch's rule (e4m3fn saturates).
+  if (is_float8(dtype)) return convert(b, constant(b, value, DType::F32, shape), dtype);
   Type scalar(dtype, {});
   Value c = b.emit1("stablehlo.constant", {}, scalar,
                     "value = dense<" + scalar_literal(value, dtype) + "> : " + scalar.str());
@@ -106,6 +110,9 @@ Value neg(Builder& b, Value x) { return unary(b, "stablehlo.negate", x); }
 
 Value convert(Builder& b, Value x, DType dtype) {
   if (x.dtype() == dtype) return x;
+  // PyTorch converts to and from float8 through float (a double rounds twice, as in C++).
+  if (is_float8(x.dtype()) && dtype != DType::F32) return convert(b, convert(b, x, DType::F32), dtype);
+  if (is_float8(dtype)) return to_float8(b, convert(b, x, DType::F32), dtype);
   if (dtype == DType::Pred) {  // XLA converts to i1 by truncation; PyTorch tests != 0.
     return compare(b, x, zeros(b, x.type), "NE");
   }

@@ -27,6 +27,8 @@ Value min(Builder& b, Value x, Value y);
 Value neg(Builder& b, Value x);
 Value convert(Builder& b, Value x, DType dtype);  // no-op when already `dtype`
 Value bitcast_convert(Builder& b, Value x, DType dtype);
+// An f32 value rounded to a float8 type as PyTorch rounds it (float8.cc).
+Value to_float8(Builder& b, Value x, DType dtype);
 // direction: EQ NE LT LE GT GE
 Value compare(Builder& b, Value x, Value y, const std::string& direction);
 Value select(Builder& b, Value pred, Value on_true, Value on_false);

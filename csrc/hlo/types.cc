@@ -19,6 +19,8 @@ const char* mlir_name(DType t) {
     case DType::F64: return "f64";
     case DType::C64: return "complex<f32>";
     case DType::C128: return "complex<f64>";
+    case DType::F8E4M3FN: return "f8E4M3FN";
+    case DType::F8E5M2: return "f8E5M2";
   }
   return "?";
 }
@@ -40,6 +42,8 @@ const char* torch_name(DType t) {
     case DType::F64: return "Double";
     case DType::C64: return "ComplexFloat";
     case DType::C128: return "ComplexDouble";
+    case DType::F8E4M3FN: return "Float8_e4m3fn";
+    case DType::F8E5M2: return "Float8_e5m2";
   }
   return "?";
 }
@@ -47,7 +51,7 @@ const char* torch_name(DType t) {
 int bit_width(DType t) {
   switch (t) {
     case DType::Pred: return 8;
-    case DType::S8: case DType::U8: return 8;
+    case DType::S8: case DType::U8: case DType::F8E4M3FN: case DType::F8E5M2: return 8;
     case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 16;
     case DType::S32: case DType::U32: case DType::F32: return 32;
     case DType::S64: case DType::U64: case DType::F64: case DType::C64: return 64;

@@ -7,14 +7,16 @@
 
 namespace tpu::hlo {
 
-enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128 };
+enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128, F8E4M3FN, F8E5M2 };
 
 const char* mlir_name(DType t);  // "i1", "f32", "ui8", "complex<f32>", ...
 const char* torch_name(DType t);  // PyTorch's C++ names in error messages: "Bool", "Float", "Long", ...
 int bit_width(DType t);
 inline bool is_complex(DType t) { return t == DType::C64 || t == DType::C128; }
+// The float8 types are storage formats: arithmetic on them goes through f32.
+inline bool is_float8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
 inline bool is_float(DType t) {
-  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64 || is_float8(t);
 }
 inline bool is_unsigned(DType t) {
   return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;

@@ -9,10 +9,10 @@
 
 namespace tpu::lowering {
 
-// PyTorch's "opmath" type: bf16/f16 are computed in f32 and rounded once at the end; every
-// other type is computed as itself.
+// PyTorch's "opmath" type: bf16/f16/float8 are computed in f32 and rounded once at the end;
+// every other type is computed as itself.
 inline hlo::DType opmath(hlo::DType t) {
-  return (t == hlo::DType::BF16 || t == hlo::DType::F16) ? hlo::DType::F32 : t;
+  return (t == hlo::DType::BF16 || t == hlo::DType::F16 || hlo::is_float8(t)) ? hlo::DType::F32 : t;
 }
 
 // The float type that random draws and float factories compute in: f64 for f64, else f32

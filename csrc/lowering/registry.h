@@ -87,6 +87,9 @@ void register_rule(const std::string& op_name, Rule rule);
 // factories whose eager kernels are PyTorch's own. The eager engine registers no kernel for it.
 void register_graph_rule(const std::string& op_name, Rule rule);
 bool is_graph_only_rule(const std::string& op_name);
+// Whether a rule lowers float8 operands or results (float8_rules.cc); the eager engine runs
+// other calls with float8 values on the CPU.
+bool lowers_float8(const std::string& rule_name);
 const Rule* find_rule(const std::string& op_name);
 std::vector<std::string> registered_ops();  // sorted
 // The rule serving ATen op `name`.`overload` ("add_", "Tensor" -> "add.Tensor"; out= and

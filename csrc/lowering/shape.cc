@@ -4,6 +4,7 @@
 // are handled by copy_fill.cc (contiguous is CompositeImplicitAutograd -> clone).
 #include <numeric>
 
+#include "lowering/float8_rules.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -15,6 +16,7 @@ using namespace hlo;
 std::vector<Value> cat(Context& c) {
   const Type& out = c.out();
   const auto& list = c.arg(0).tensors;
+  refuse_float8_promotion(list);
   int64_t dim = wrap_dim(c.int_arg(1), out.rank());
   std::vector<Value> parts;
   for (const Value& v : list) {
@@ -36,6 +38,7 @@ std::vector<Value> cat(Context& c) {
 std::vector<Value> stack(Context& c) {
   const Type& out = c.out();
   const auto& list = c.arg(0).tensors;
+  refuse_float8_promotion(list);
   int64_t dim = wrap_dim(c.int_arg(1), out.rank());
   std::vector<Value> parts;
   for (const Value& v : list) {

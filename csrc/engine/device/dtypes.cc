@@ -11,7 +11,7 @@ bool is_supported(c10::ScalarType t) {
     case c10::kBool: case c10::kByte: case c10::kChar: case c10::kShort: case c10::kInt:
     case c10::kLong: case c10::kHalf: case c10::kBFloat16: case c10::kFloat: case c10::kDouble:
     case c10::kComplexFloat: case c10::kComplexDouble: case c10::kUInt16: case c10::kUInt32:
-    case c10::kUInt64:
+    case c10::kUInt64: case c10::kFloat8_e4m3fn: case c10::kFloat8_e5m2:
       return true;
     default:
       return false;
@@ -35,10 +35,12 @@ DType to_hlo(c10::ScalarType t, const char* op) {
     case c10::kDouble: return DType::F64;
     case c10::kComplexFloat: return DType::C64;
     case c10::kComplexDouble: return DType::C128;
+    case c10::kFloat8_e4m3fn: return DType::F8E4M3FN;
+    case c10::kFloat8_e5m2: return DType::F8E5M2;
     default:
       TORCH_CHECK_TYPE(false, op, ": dtype ", t, " is not supported on the tpu device "
                        "(supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
-                       "float32, float64, complex64, complex128)");
+                       "float32, float64, complex64, complex128, float8_e4m3fn, float8_e5m2)");
   }
 }
 
@@ -59,6 +61,8 @@ c10::ScalarType to_torch(DType t) {
     case DType::F64: return c10::kDouble;
     case DType::C64: return c10::kComplexFloat;
     case DType::C128: return c10::kComplexDouble;
+    case DType::F8E4M3FN: return c10::kFloat8_e4m3fn;
+    case DType::F8E5M2: return c10::kFloat8_e5m2;
   }
   return c10::kFloat;
 }
@@ -81,6 +85,8 @@ pjrt::abi::BufferType to_pjrt(DType t) {
     case DType::F64: return kF64;
     case DType::C64: return kC64;
     case DType::C128: return kC128;
+    case DType::F8E4M3FN: return kF8E4M3FN;
+    case DType::F8E5M2: return kF8E5M2;
   }
   return kInvalid;
 }

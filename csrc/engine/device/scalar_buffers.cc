@@ -1,6 +1,8 @@
 #include "engine/device/scalar_buffers.h"
 
 #include <c10/util/BFloat16.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e5m2.h>
 #include <c10/util/Half.h>
 #include <c10/util/complex.h>
 
@@ -43,6 +45,8 @@ size_t encode(hlo::DType dtype, const c10::Scalar& value, uint8_t* out) {
     case DType::F64: put<double>(out, value.toDouble()); return 8;
     case DType::C64: put<c10::complex<float>>(out, c10::complex<float>(value.toComplexDouble())); return 8;
     case DType::C128: put<c10::complex<double>>(out, value.toComplexDouble()); return 16;
+    case DType::F8E4M3FN: put<c10::Float8_e4m3fn>(out, c10::Float8_e4m3fn(static_cast<float>(value.toDouble()))); return 1;
+    case DType::F8E5M2: put<c10::Float8_e5m2>(out, c10::Float8_e5m2(static_cast<float>(value.toDouble()))); return 1;
   }
   return 0;
 }

@@ -137,6 +137,9 @@ std::vector<std::string> register_lowered_ops() {
       const OpAdapter* adapter = find_adapter(name);
       if (adapter != nullptr && adapter->prepare == &move_cpu_indices) {
         lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices>>());
+      } else if (adapter != nullptr && adapter->prepare == &check_float8_fill_values) {
+        lib->impl(full.c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_float8_fill_values>>());
       } else if (adapter != nullptr && adapter->prepare == &check_out_dtype_is_self_dtype) {
         lib->impl(full.c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_out_dtype_is_self_dtype>>());

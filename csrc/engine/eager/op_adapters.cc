@@ -106,6 +106,19 @@ c10::ScalarType softmax_grad_dtype(const torch::jit::Stack& stack, size_t first)
 
 }  // namespace
 
+void check_float8_fill_values(const c10::OperatorHandle&, torch::jit::Stack* stack, size_t num_args) {
+  size_t first = stack->size() - num_args;
+  const c10::IValue& self = (*stack)[first];
+  if (!self.isTensor()) return;
+  c10::ScalarType t = self.toTensor().scalar_type();
+  for (size_t a = 1; a < num_args; ++a) {
+    const c10::IValue& value = (*stack)[first + a];
+    if (!value.isScalar()) continue;
+    if (t == c10::kFloat8_e4m3fn) value.toScalar().to<c10::Float8_e4m3fn>();
+    if (t == c10::kFloat8_e5m2) value.toScalar().to<c10::Float8_e5m2>();
+  }
+}
+
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
   static const OpAdapter same_dtype_out{&check_out_dtype_is_self_dtype, false};
@@ -114,6 +127,9 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
   static const OpAdapter threshold_grad{nullptr, false, false, nullptr, &promoted_grad_and_self};
   static const OpAdapter softmax_grad{nullptr, false, false, nullptr, &softmax_grad_dtype};
+  static const OpAdapter float8_fill{&check_float8_fill_values, false};
+  static const OpAdapter scaled_mm{nullptr, false, false, nullptr, nullptr, &scaled_mm_meta};
+  static const OpAdapter scaled_mm_v2{nullptr, false, false, nullptr, nullptr, &scaled_mm_v2_meta};
   static const std::map<std::string, const OpAdapter*> table{
       {"aten::index", &cpu_indices},
       {"aten::index_put", &cpu_indices},
@@ -135,6 +151,11 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_logcumsumexp", &same_dtype_out},
       {"aten::_softmax_backward_data", &softmax_grad},
       {"aten::_log_softmax_backward_data", &softmax_grad},
+      {"aten::_scaled_mm", &scaled_mm},
+      {"aten::_scaled_mm_v2", &scaled_mm_v2},
+      {"aten::fill", &float8_fill},
+      {"aten::fill_", &float8_fill},
+      {"aten::constant_pad_nd", &float8_fill},
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;

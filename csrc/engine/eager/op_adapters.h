@@ -26,6 +26,9 @@ struct OpAdapter {
   // The CPU kernel's dtype for the first result, where PyTorch's Python meta kernel (what the
   // outputs are allocated from) gives another one (threshold_backward of integer grads).
   c10::ScalarType (*result_dtype)(const torch::jit::Stack&, size_t first) = nullptr;
+  // Replaces PyTorch's meta kernel where that one checks another device's rules: takes the op's
+  // arguments as meta tensors from the stack and pushes its returns, raising the CPU's errors.
+  void (*meta)(const c10::OperatorHandle&, torch::jit::Stack*) = nullptr;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.
@@ -41,5 +44,16 @@ void move_cpu_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack, s
 // the public op does. It has no meta kernel and runs on the CPU fallback, whose kernel writes
 // self's dtype into out regardless (past its end when narrower).
 void check_out_dtype_is_self_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
+
+// fill_ (or constant_pad_nd) of a float8 tensor with a Python number: the CPU's conversion of
+// the value is checked ("value cannot be converted to type c10::Float8_e4m3fn without overflow":
+// past the largest finite value, and inf for e4m3fn), unlike that of tensor elements, which rounds.
+void check_float8_fill_values(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
+
+// _scaled_mm's and _scaled_mm_v2's results with the CPU kernels' checks (scaled_mm_meta.cc).
+// PyTorch's meta kernels take meta tensors for CUDA ones: they require row-/column-major
+// operands and extents divisible by 16, and raise other exception types than the CPU.
+void scaled_mm_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void scaled_mm_v2_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace tpu::engine

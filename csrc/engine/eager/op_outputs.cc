@@ -76,16 +76,25 @@ bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_inf
 DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
   at::native::ResultTypeState state;
   bool any = false;
-  for (const TensorRef& t : call.tensors) {
-    const c10::Argument& a = schema.arguments()[t.arg];
-    if (is_write_arg(a) && a.kwarg_only()) continue;
-    state = at::native::update_result_type_state(t.tensor, state);
-    any = true;
-  }
-  for (const ScalarRef& s : call.scalars) {
-    if (s.from_cpu_tensor) continue;  // counted above as a tensor
-    state = at::native::update_result_type_state(s.value, state);
-    any = true;
+  try {
+    for (const TensorRef& t : call.tensors) {
+      const c10::Argument& a = schema.arguments()[t.arg];
+      if (is_write_arg(a) && a.kwarg_only()) continue;
+      state = at::native::update_result_type_state(t.tensor, state);
+      any = true;
+    }
+    for (const ScalarRef& s : call.scalars) {
+      if (s.from_cpu_tensor) continue;  // counted above as a tensor
+      state = at::native::update_result_type_state(s.value, state);
+      any = true;
+    }
+  } catch (const c10::Error&) {
+    // float8 with another type (copy_ of float32 into float8): PyTorch promotes neither way;
+    // the meta kernel raises where the op needs a common type, the rules use their result types.
+    for (const TensorRef& t : call.tensors) {
+      if (at::isFloat8Type(t.tensor.scalar_type())) return DType::F32;
+    }
+    throw;
   }
   c10::ScalarType t = any ? at::native::result_type(state) : c10::kFloat;
   return is_supported(t) ? to_hlo(t) : DType::F32;
@@ -133,8 +142,13 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       if (is_write_arg(schema.arguments()[a]) && meta_stack[a].isTensorList()) written_lists.emplace_back(static_cast<int>(a), meta_stack[a]);
     }
   }
+  const OpAdapter* adapter = find_adapter(op.operator_name());
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    if (adapter != nullptr && adapter->meta != nullptr) {
+      adapter->meta(op, &meta_stack);
+    } else {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    }
   } catch (const c10::NotImplementedError& e) {
     // An op that returns nothing and only writes its arguments (_fused_sgd_) needs no output
     // metadata: its targets are those arguments. Its rule checks the shapes.
@@ -219,7 +233,6 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
     }
     out.return_sizes.push_back(static_cast<int>(outs.size()));
   }
-  const OpAdapter* adapter = find_adapter(op.operator_name());
   if (adapter != nullptr && adapter->result_dtype && !out.targets.empty() && out.targets[0].functional &&
       !out.targets[0].undefined) {
     out.targets[0].dtype = adapter->result_dtype(stack, first);

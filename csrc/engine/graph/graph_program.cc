@@ -14,8 +14,23 @@ namespace {
 using lowering::Arg;
 using program::Value;
 
+// Whether a node reads or produces float8 values.
+bool touches_float8(const GraphSpec& spec, const Node& node) {
+  auto f8 = [&](int id) { return id >= 0 && hlo::is_float8(spec.values.at(id).dtype); };
+  for (const NodeArg& a : node.args) {
+    for (int id : a.refs) {
+      if (f8(id)) return true;
+    }
+  }
+  for (int id : node.outputs) {
+    if (f8(id)) return true;
+  }
+  return false;
+}
+
 // torch.result_type of a node's tensor and Scalar operands, as the eager engine computes it.
 DType promoted_dtype(const GraphSpec& spec, const Node& node) {
+  if (touches_float8(spec, node)) return DType::F32;  // PyTorch promotes no float8 type; rules use result types
   at::native::ResultTypeState state;
   bool any = false;
   auto add_ref = [&](int id) {
@@ -186,6 +201,12 @@ class GraphAssembler {
   void apply(const Node& node, int random_index) {
     const lowering::Rule* rule = lowering::find_rule(node.rule);
     if (rule == nullptr) throw lowering::NotLowerable("no lowering rule " + node.rule);
+    // As in the eager engine (plan.cc): float8 values reach only the rules that move or convert
+    // them, and the views and factories only graphs lower.
+    if (!lowering::lowers_float8(node.rule) && !lowering::is_graph_only_rule(node.rule) &&
+        touches_float8(spec_, node)) {
+      throw lowering::NotLowerable(node.target + " of float8 values");
+    }
     DType compute = promoted_dtype(spec_, node);
     std::vector<std::optional<program::Type>> out_types;
     for (int id : node.outputs) {
