@@ -117,3 +117,30 @@ def test_invalid_plan_limit_is_a_clear_error():
                          capture_output=True, text=True, env=env)
     assert out.returncode != 0
     assert "TORCH_TPU_MAX_PLANS must be a positive integer, got 'lots'" in out.stderr
+
+
+MAPPING_BUDGET_SCRIPT = textwrap.dedent("""
+    import torch, torch_tpu
+
+    def maps():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    for n in range(4, 40):  # an SVD signature JIT-maps ~150 regions on XLA:CPU
+        a = torch.randn(n, n - 2, generator=torch.Generator().manual_seed(n))
+        s = torch.linalg.svd(a.to("tpu"), full_matrices=False).S
+        torch.testing.assert_close(s.cpu(), torch.linalg.svdvals(a), rtol=1e-4, atol=1e-4)
+    print("STATS", maps(), torch_tpu.metrics.counters()["signature_evictions"])
+""")
+
+
+def test_plan_cache_unloads_executables_over_the_mapping_budget(tmp_path):
+    # Large decompositions map far more than small ops: the plan count alone does not bound the
+    # process's mappings, the budget does (checked every 16 new plans).
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"), TORCH_TPU_QUIET="1",
+               TORCH_TPU_MAX_MAPPINGS="3000")
+    out = subprocess.run([sys.executable, "-c", MAPPING_BUDGET_SCRIPT], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    mappings, evicted = map(int, out.stdout.split()[1:])
+    assert evicted > 0
+    assert mappings < 4500, f"{mappings} mappings with a budget of 3000"

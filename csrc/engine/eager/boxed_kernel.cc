@@ -40,7 +40,7 @@ void note_compiled_signature(const c10::OperatorHandle& op, const std::vector<in
 }
 
 PlanCache& plans() {
-  static PlanCache cache(max_plans_from_env());
+  static PlanCache cache(max_plans_from_env(), mapping_budget_from_env());
   return cache;
 }
 

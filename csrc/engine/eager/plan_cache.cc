@@ -1,10 +1,46 @@
 #include "engine/eager/plan_cache.h"
 
+#include "engine/device/process_mappings.h"
+
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 namespace tpu::engine {
+namespace {
+constexpr int kInsertsPerMappingCheck = 16;  // a check reads /proc/self/maps: ~1 ms per 10k lines
+constexpr size_t kMinPlansKept = 16;         // mappings held elsewhere must not empty the cache
+}  // namespace
+
+void PlanCache::evict_oldest(size_t n, std::vector<std::shared_ptr<Plan>>* out) {
+  for (; n > 0 && !order_.empty(); --n) {
+    Entry& last = order_.back();
+    evicted_runs_[last.second->op_name] += last.second->runs;
+    out->push_back(std::move(last.second));
+    index_.erase(last.first);
+    order_.pop_back();
+    ++evictions_;
+  }
+}
+
+void PlanCache::trim_for_mappings() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mapping_budget_ <= 0 || ++inserts_since_check_ < kInsertsPerMappingCheck) return;
+    inserts_since_check_ = 0;
+  }
+  for (int round = 0; round < 16; ++round) {
+    int64_t mappings = process_mapping_count();
+    if (mappings < 0 || mappings <= mapping_budget_) return;
+    std::vector<std::shared_ptr<Plan>> evicted;  // destroyed after the lock: unloads, frees maps
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (order_.size() <= kMinPlansKept) return;
+      evict_oldest(std::max<size_t>(1, (order_.size() - kMinPlansKept + 3) / 4), &evicted);
+    }
+  }
+}
 
 std::shared_ptr<Plan> PlanCache::find(const std::vector<int64_t>& key) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -25,15 +61,10 @@ void PlanCache::insert(const std::vector<int64_t>& key, std::shared_ptr<Plan> pl
     }
     order_.emplace_front(key, std::move(plan));
     index_.emplace(key, order_.begin());
-    while (order_.size() > capacity_) {
-      Entry& last = order_.back();
-      evicted_runs_[last.second->op_name] += last.second->runs;
-      evicted.push_back(std::move(last.second));
-      index_.erase(last.first);
-      order_.pop_back();
-      ++evictions_;
-    }
+    if (order_.size() > capacity_) evict_oldest(order_.size() - capacity_, &evicted);
   }
+  evicted.clear();
+  trim_for_mappings();
 }
 
 void PlanCache::clear() {
@@ -61,15 +92,25 @@ std::map<std::string, int64_t> PlanCache::runs_by_op() const {
   return runs;
 }
 
-size_t max_plans_from_env() {
-  const char* env = std::getenv("TORCH_TPU_MAX_PLANS");
-  if (env == nullptr || *env == '\0') return 4096;
+namespace {
+// A positive integer from `name`, or `fallback` when unset.
+int64_t positive_env(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
   char* end = nullptr;
   long long v = std::strtoll(env, &end, 10);
   if (*end != '\0' || v <= 0) {
-    throw std::invalid_argument(std::string("TORCH_TPU_MAX_PLANS must be a positive integer, got '") + env + "'");
+    throw std::invalid_argument(std::string(name) + " must be a positive integer, got '" + env + "'");
   }
-  return static_cast<size_t>(v);
+  return v;
+}
+}  // namespace
+
+size_t max_plans_from_env() { return static_cast<size_t>(positive_env("TORCH_TPU_MAX_PLANS", 4096)); }
+
+int64_t mapping_budget_from_env() {
+  int64_t limit = process_mapping_limit();
+  return positive_env("TORCH_TPU_MAX_MAPPINGS", limit > 0 ? limit / 2 : -1);
 }
 
 }  // namespace tpu::engine
