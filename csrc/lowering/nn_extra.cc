@@ -2,6 +2,7 @@
 // GELU fused), _weight_norm_interface (nn.utils.weight_norm) and its backward, and
 // embedding_renorm_ (nn.Embedding(max_norm=...)).
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ std::vector<int64_t> norm_dims(const Value& v, int64_t dim) {
 // The dim weight norm keeps, checked with g's size (the CPU kernel reads v.size(dim) values of
 // g without checking, out of bounds for a smaller g).
 int64_t weight_norm_dim(const Value& v, const Value& g, int64_t dim) {
+  if (v.rank() == 0) {
+    throw std::out_of_range("Dimension specified as " + std::to_string(dim) + " but tensor has no dimensions");
+  }
   int64_t d = dim < 0 ? dim + v.rank() : dim;
   if (d != 0 && d != v.rank() - 1) {
     throw InvalidCall("fused kernels can only be applied for first or last dim");

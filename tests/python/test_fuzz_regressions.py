@@ -332,3 +332,12 @@ def test_softmax_backward_with_mismatched_output_raises_naming_the_shapes():
     mask = torch.tensor([False, True, True], device="tpu")
     with pytest.raises(RuntimeError, match=r"output shape \[1\] must match grad_output shape \[3\]"):
         aten._masked_softmax_backward(torch.randn(3, device="tpu"), torch.randn(1, device="tpu"), mask, -1)
+
+
+def test_weight_norm_of_a_0d_tensor_raises_index_error():
+    # v.shape()[dim] of a 0-d v read out of bounds (a segfault) before the dim was checked.
+    v, g = torch.tensor(0.144, device="tpu"), torch.tensor(1.9, device="tpu")
+    with pytest.raises(IndexError, match="Dimension specified as 0 but tensor has no dimensions"):
+        aten._weight_norm_interface(v, g, 0)
+    with pytest.raises(IndexError, match="no dimensions"):
+        aten._weight_norm_interface_backward(v, v, g, g, 0)
