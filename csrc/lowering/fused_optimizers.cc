@@ -37,8 +37,8 @@ void check_lists(Context& c, const char* op, std::initializer_list<size_t> lists
     for (size_t i = 0; i < l.size(); ++i) {
       if (l[i].shape() != params[i].shape()) {
         throw std::invalid_argument(std::string(op) + ": tensor " + std::to_string(i) + " of argument " +
-                                    std::to_string(a) + " has shape " + l[i].type.str() + ", its parameter " +
-                                    params[i].type.str());
+                                    std::to_string(a) + " has shape " + shape_str(l[i].shape()) + ", its parameter " +
+                                    shape_str(params[i].shape()));
       }
     }
   }

@@ -430,7 +430,8 @@ std::vector<Value> embedding_dense_backward(Context& c) {
   int64_t dim = out.shape[1];
   int64_t num_weights = c.int_arg(2), padding_idx = c.int_arg(3);
   bool scale = c.bool_arg(4);
-  if (n == 0) return {zeros(b, out)};
+  // Nothing to scatter into (num_weights == 0: a gather from the empty counts is invalid HLO).
+  if (n == 0 || out.numel() == 0) return {zeros(b, out)};
   Value g = reshape(b, convert(b, c.tensor(0), acc), {n, dim});
   Value flat = reshape(b, idx, {n});
   Value keep = compare(b, flat, constant(b, static_cast<double>(padding_idx), DType::S64, {n}), "NE");

@@ -74,6 +74,9 @@ KNOWN = [
     ("_fft_*", "silent mismatch", r".",
      "docs/limits.md 'FFTs of NaN/inf inputs': which outputs become NaN differs from the CPU's FFT "
      "(checked only when an input has non-finite values, see `applies`)"),
+    ("*", "tpu-only raise", r"dtype ComplexHalf is not supported on the tpu device",
+     "docs/limits.md 'complex32 (ComplexHalf)': not a tpu dtype; an op whose result would be one "
+     "raises TypeError"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),

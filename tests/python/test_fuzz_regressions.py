@@ -341,3 +341,24 @@ def test_weight_norm_of_a_0d_tensor_raises_index_error():
         aten._weight_norm_interface(v, g, 0)
     with pytest.raises(IndexError, match="no dimensions"):
         aten._weight_norm_interface_backward(v, v, g, g, 0)
+
+
+def test_fused_optimizer_cpu_fallback_rejects_mis_shaped_lists():
+    # _fused_adam.out with a non-empty out= and _fused_sgd of int tensors take the CPU fallback,
+    # whose kernels walk each parameter's element count through the other lists (heap corruption).
+    p = [torch.randn(4, 4, device="tpu")]
+    small = [torch.randn(1, device="tpu")]
+    step = [torch.tensor(5.0, device="tpu")]
+    with pytest.raises(ValueError, match=r"_fused_adam.*: tensor 0 of argument 4 has shape \[1\], its parameter \[4, 4\]"):
+        aten._fused_adam.out(p, p, p, p, small, step, lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8,
+                             amsgrad=True, maximize=False, out=[torch.empty(4, 4, device="tpu")])
+    ints = [torch.ones(4, 2, dtype=torch.int32, device="tpu")]
+    with pytest.raises(ValueError, match=r"_fused_sgd: tensor 0 of argument 1 has shape \[1\], its parameter \[4, 2\]"):
+        aten._fused_sgd(ints, [torch.ones(1, dtype=torch.int32, device="tpu")], [], weight_decay=0.0, momentum=0.0,
+                        lr=0.1, dampening=0.0, nesterov=False, maximize=False, is_first_step=False)
+
+
+def test_embedding_dense_backward_with_no_weights_scaled_by_frequency():
+    # num_weights == 0: the frequency gather from an empty count vector was invalid HLO.
+    g, idx = torch.randn(4, 1), torch.full((4, 1), -3)
+    same_as_cpu(lambda a, i: aten.embedding_dense_backward(a, i, 0, -2, True), g, idx)

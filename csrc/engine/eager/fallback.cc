@@ -8,10 +8,12 @@
 #include <set>
 
 #include "engine/compile/metrics.h"
+#include "engine/eager/fallback_guards.h"
 
 namespace tpu::engine {
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  check_before_cpu_fallback(op, *stack);
   // Run first: a call that raises (bad input) is the user's error, not a fallback to report.
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
   const auto& name = op.schema().operator_name();
