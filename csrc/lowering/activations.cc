@@ -148,9 +148,9 @@ std::vector<Value> logit(Context& c) {  // (self, eps?)
   Builder& b = c.b;
   Value x = operand(c, 0, math_type(c));
   double eps = logit_eps(c, 1);
-  if (eps >= 0) {  // clamp to [eps, 1 - eps], NaN kept
-    x = select(b, lt(b, x, eps), k(b, eps, x), x);
-    x = select(b, gt(b, x, 1 - eps), k(b, 1 - eps, x), x);
+  if (eps >= 0) {  // clamp to [eps, 1 - eps], NaN kept; x < lo ? lo : x > hi ? hi : x as the
+    // CPU, both tests on x (an eps above 0.5 makes lo > hi)
+    x = select(b, lt(b, x, eps), k(b, eps, x), select(b, gt(b, x, 1 - eps), k(b, 1 - eps, x), x));
   }
   return one(c, unary(b, "stablehlo.log", div(b, x, sub(b, k(b, 1, x), x))));
 }
@@ -192,7 +192,9 @@ std::vector<Value> log_sigmoid_backward(Context& c) {
   DType t = math_type(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
   Value buf = c.tensor(2);
-  Value z = buf.type.numel() == x.type.numel() && buf.type.numel() > 0
+  // The CPU reads a non-empty buffer broadcast with the other operands (TensorIterator); an
+  // empty one (what other devices' forward returns) is recomputed.
+  Value z = buf.type.numel() > 0 && broadcastable(buf.shape(), c.out().shape)
       ? operand(c, 2, t)
       : unary(b, "stablehlo.exponential", neg(b, unary(b, "stablehlo.abs", x)));
   Value negative = lt(b, x, 0);

@@ -362,3 +362,17 @@ def test_embedding_dense_backward_with_no_weights_scaled_by_frequency():
     # num_weights == 0: the frequency gather from an empty count vector was invalid HLO.
     g, idx = torch.randn(4, 1), torch.full((4, 1), -3)
     same_as_cpu(lambda a, i: aten.embedding_dense_backward(a, i, 0, -2, True), g, idx)
+
+
+def test_logit_clamps_like_the_cpu_when_eps_exceeds_one_half():
+    # lo = 0.9 > hi = 0.1: the CPU takes x < lo ? lo : x > hi ? hi : x.
+    x = torch.tensor([0.0, 1.188, 0.5, nan, -inf, 0.95])
+    for eps in (0.9, 0.25, 0.0):
+        same_as_cpu(lambda t: torch.logit(t, eps), x)
+
+
+def test_log_sigmoid_backward_broadcasts_a_given_buffer():
+    g = torch.tensor([[[-1.259, 0.668]], [[-1.696, 3.54]]])
+    x = torch.tensor([1.002, 3.459]).expand(2, 1, 2)
+    buf = torch.tensor([1.649, -3.572])
+    same_as_cpu(aten.log_sigmoid_backward, g, x, buf)
