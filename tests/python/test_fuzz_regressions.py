@@ -359,9 +359,17 @@ def test_fused_optimizer_cpu_fallback_rejects_mis_shaped_lists():
 
 
 def test_embedding_dense_backward_with_no_weights_scaled_by_frequency():
-    # num_weights == 0: the frequency gather from an empty count vector was invalid HLO.
-    g, idx = torch.randn(4, 1), torch.full((4, 1), -3)
-    same_as_cpu(lambda a, i: aten.embedding_dense_backward(a, i, 0, -2, True), g, idx)
+    # num_weights == 0: the frequency gather from an empty count vector was invalid HLO. No CPU
+    # reference here: the CPU kernel counts frequencies at counts[-3] of a 0-element buffer (a heap
+    # write out of bounds that crashed CI); the gradient of an empty table is an empty (0, 1).
+    g, idx = torch.randn(4, 1, device="tpu"), torch.full((4, 1), -3, device="tpu")
+    before = fallbacks()
+    got = aten.embedding_dense_backward(g, idx, 0, -2, True)
+    assert got.shape == (0, 1) and got.dtype == torch.float32 and got.device.type == "tpu"
+    assert fallbacks() == before
+    # In range, the same call with frequencies matches the CPU.
+    g, idx = torch.randn(5, 3), torch.tensor([2, 0, 2, 1, 2])
+    same_as_cpu(lambda a, i: aten.embedding_dense_backward(a, i, 3, 0, True), g, idx)
 
 
 def test_logit_clamps_like_the_cpu_when_eps_exceeds_one_half():
