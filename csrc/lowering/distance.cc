@@ -165,6 +165,17 @@ std::vector<Value> cdist_backward(Context& c) {
   if (out.numel() == 0 || x2.type.numel() == 0) return {zeros(b, out)};
   require_dtype(x1.dtype() == DType::F32 || x1.dtype() == DType::F64, "cdist_backward", x1.dtype());
   std::vector<int64_t> batch = batch_shape(x1, x2);
+  // The CPU kernel reads grad and cdist as (batch, r1, r2) without a check (out of bounds for a
+  // smaller tensor); autograd always passes that shape, so anything else is refused.
+  std::vector<int64_t> want = batch;
+  want.insert(want.end(), {x1.shape()[x1.rank() - 2], x2.shape()[x2.rank() - 2]});
+  for (const auto& [name, v] : {std::pair<const char*, Value>{"grad", grad}, {"cdist", dist}}) {
+    if (v.shape() != want) {
+      throw InvalidCall(std::string("_cdist_backward: ") + name + " has shape " +
+                        shape_str(v.shape()) + ", expected " + shape_str(want) + " (the cdist of x1 " +
+                        shape_str(x1.shape()) + " and x2 " + shape_str(x2.shape()) + ")");
+    }
+  }
   x1 = expand_rows(b, x1, batch);
   x2 = expand_rows(b, x2, batch);
   Value diff = pair_diff(b, x1, x2);
@@ -190,8 +201,13 @@ Value pair_position(Builder& b, int64_t n, int64_t outside) {
 
 // torch.pdist checks rank, dtype and p before it calls _pdist_forward; the op itself only has the
 // CPU kernel's dtype dispatch (and reads any other rank as 2-D, which we refuse).
-void check_pdist(Value x, const char* op) {
+void check_pdist_rank(Value x) {
   if (x.rank() != 2) throw InvalidCall("pdist only supports 2D tensors, got: " + std::to_string(x.rank()) + "D");
+}
+
+// The CPU kernels dispatch on dtype only when there are pairs to compute: fewer than two rows or
+// no columns give the zero result for any dtype, complex included.
+void check_pdist_dtype(Value x, const char* op) {
   require_dtype(x.dtype() == DType::F32 || x.dtype() == DType::F64, op, x.dtype());
 }
 
@@ -200,10 +216,11 @@ std::vector<Value> pdist_forward(Context& c) {
   Builder& b = c.b;
   Value x = c.tensor(0);
   double p = c.double_arg(1);
-  check_pdist(x, "pdist");
+  check_pdist_rank(x);
   const Type& out = c.out();
   int64_t n = x.shape()[0], count = out.numel();
   if (count == 0 || x.shape()[1] == 0) return {zeros(b, out)};
+  check_pdist_dtype(x, "pdist");
   Value all = p_norm(b, pair_diff(b, x, x), p, /*nan_ignoring_max=*/false);
   // Scatter each (i < j) entry to its position; the others go out of range and are dropped.
   Value pos = reshape(b, pair_position(b, n, count), {n * n, 1});
@@ -220,10 +237,11 @@ std::vector<Value> pdist_backward(Context& c) {
   Builder& b = c.b;
   Value grad = c.tensor(0), x = c.tensor(1), dist = c.tensor(3);
   double p = c.double_arg(2);
-  check_pdist(x, "pdist_backward");
+  check_pdist_rank(x);
   const Type& out = c.out();
   int64_t n = x.shape()[0], m = x.shape()[1];
   if (n <= 1 || m == 0) return {zeros(b, out)};
+  check_pdist_dtype(x, "pdist_backward");
   Value pos = pair_position(b, n, 0);
   Value upper = compare(b, iota(b, Type(DType::S64, {n, n}), 0), iota(b, Type(DType::S64, {n, n}), 1), "LT");
   GatherDims gd;

@@ -320,6 +320,15 @@ DType integer_tensors_type(Context& c, DType compute) {
   return widest == DType::Pred ? compute : widest;
 }
 
+// v * (1 + 0i) by parts, as the CPU's complex multiply by a true bool: an infinite part times the
+// zero imaginary part is NaN (XLA folds a plain multiplication by one away).
+Value times_complex_one(Builder& b, Value v) {
+  Type rt(real_part(v.dtype()), v.shape());
+  Value re = b.emit1("stablehlo.real", {v}, rt), im = b.emit1("stablehlo.imag", {v}, rt);
+  Value zero = scalar_like(b, 0, re);
+  return b.emit1("stablehlo.complex", {sub(b, re, mul(b, im, zero)), add(b, mul(b, re, zero), im)}, v.type);
+}
+
 Rule addc_rule(bool divide) {
   return [divide](Context& c) {
     DType common = integer_tensors_type(c, c.compute_dtype);
@@ -328,7 +337,8 @@ Rule addc_rule(bool divide) {
     // (XLA folds a multiplication by a converted bool into a select of 0).
     auto times = [&](Value v, size_t i) {
       if (c.tensor(i).dtype() != DType::Pred) return mul(c.b, v, operand(c, i, t));
-      return select(c.b, operand(c, i, DType::Pred), v, mul(c.b, v, scalar_like(c.b, 0, v)));
+      Value if_true = is_complex(v.dtype()) ? times_complex_one(c.b, v) : v;
+      return select(c.b, operand(c, i, DType::Pred), if_true, mul(c.b, v, scalar_like(c.b, 0, v)));
     };
     Value x = operand(c, 0, t), d = operand(c, 2, t);
     Value a = c.has(3) ? times(operand(c, 3, t), 1) : operand(c, 1, t);

@@ -63,9 +63,11 @@ Taps linear_taps(int64_t in, int64_t out, bool align, bool has_scale, double sca
   T sc = scale_of<T>(in, out, align, has_scale, scale);
   for (int64_t o = 0; o < out; ++o) {
     T src = align ? sc * static_cast<T>(o) : std::max(sc * (static_cast<T>(o) + T(0.5)) - T(0.5), T(0));
-    int64_t i0 = static_cast<int64_t>(src);
+    // The CPU's guard_index_and_lambda: a source past the last input reads the last one with
+    // weights (0, 1), so an inf there becomes 0 * inf + 1 * inf = NaN as on the CPU.
+    int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
     int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
-    T l1 = src - static_cast<T>(i0), l0 = T(1) - l1;
+    T l1 = std::min(std::max(src - static_cast<T>(i0), T(0)), T(1)), l0 = T(1) - l1;
     t.index.insert(t.index.end(), {i0, i1});
     t.weight.insert(t.weight.end(), {static_cast<double>(l0), static_cast<double>(l1)});
   }

@@ -77,6 +77,17 @@ KNOWN = [
     ("*", "tpu-only raise", r"dtype ComplexHalf is not supported on the tpu device",
      "docs/limits.md 'complex32 (ComplexHalf)': not a tpu dtype; an op whose result would be one "
      "raises TypeError"),
+    ("*div*", "silent mismatch", r".",
+     "docs/limits.md 'Complex division of non-finite values': XLA's complex divide follows C99 "
+     "Annex G (an infinite part with a NaN beside it is an infinity); the CPU gives NaN (checked "
+     "only for complex inputs holding inf/NaN, see `applies`)"),
+    ("*convolution*", "silent mismatch", r".",
+     "docs/limits.md 'Transposed convolutions with non-finite weights': the zeros between and "
+     "around the input multiply every weight, so a NaN or inf weight reaches every output "
+     "(checked only for transposed or backward convolutions with such a weight, see `applies`)"),
+    ("_cdist_backward*", "tpu-only raise", r"_cdist_backward: (grad|cdist) has shape",
+     "docs/limits.md '_cdist_backward with grad or cdist not shaped (batch, r1, r2)': we raise; "
+     "the CPU kernel reads them out of bounds"),
     ("linalg_solve_triangular*", "silent mismatch", r".",
      "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
      "(checked only when an input has non-finite values, see `applies`)"),
@@ -123,6 +134,15 @@ def applies(entry, case, detail="") -> bool:
         if optable.base_name(case.op) not in ("_foreach_copy", "slice_scatter", "select_scatter", "diagonal_scatter"):
             return False
         return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
+    if op_glob == "*convolution*":
+        backward = "backward" in case.op
+        position = 2 if backward else 1  # convolution_backward(grad_output, input, weight, ...)
+        weight = case.tensors[position] if len(case.tensors) > position else None
+        transposed = backward or re.search(r"\],\s*True,\s*\[", case.call)
+        return bool(weight and transposed and ("nan" in weight.base_code or "inf" in weight.base_code))
+    if op_glob == "*div*":  # a non-finite value may also come as a scalar (addcdiv's value=-inf)
+        return (any("complex" in t.base_code for t in case.tensors)
+                and any(s in text for text in [case.call] + [t.base_code for t in case.tensors] for s in ("nan", "inf")))
     if op_glob in ("*pow*", "*mm*"):
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
     return True

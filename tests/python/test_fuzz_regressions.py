@@ -384,3 +384,56 @@ def test_log_sigmoid_backward_broadcasts_a_given_buffer():
     x = torch.tensor([1.002, 3.459]).expand(2, 1, 2)
     buf = torch.tensor([1.649, -3.572])
     same_as_cpu(aten.log_sigmoid_backward, g, x, buf)
+
+
+def test_pdist_of_fewer_than_two_rows_takes_any_dtype_like_the_cpu():
+    # The CPU kernel dispatches on dtype only when there are pairs: a complex (1, 5) gives an empty result.
+    x = torch.tensor([[1 + 2j, 3 - 1j, 0j, 2 + 0j, -1j]], dtype=torch.complex64)
+    same_as_cpu(lambda t: aten._pdist_forward(t, 2.0), x)
+    with pytest.raises(NotImplementedError, match="pdist"):
+        aten._pdist_forward(torch.ones(3, 2, dtype=torch.complex64, device="tpu"), 2.0)
+
+
+def test_bilinear_source_past_the_last_row_weighs_it_zero_and_one_like_the_cpu():
+    # Input height 1 with scale 0.478: output rows 1 and 2 read row 0 with weights (0, 1), so an inf
+    # there is 0 * inf + 1 * inf = NaN on the CPU, and inf only in output row 0.
+    x = torch.tensor([[[[inf, 1.5, -2.0, 3.0]]], [[[0.5, nan, -inf, 2.0]]]])
+    same_as_cpu(lambda t: aten.upsample_bilinear2d(t, [3, 3], False, 0.478, None), x)
+    same_as_cpu(lambda t: aten.upsample_bilinear2d(t, [3, 5], False, 0.478, 0.9), x)
+
+
+def test_addcmul_complex_times_a_true_bool_multiplies_like_the_cpu():
+    # value * (1 + 0j) by parts: -inf * 0 in the imaginary part is NaN, as in c10::complex.
+    x = torch.tensor([3.36], dtype=torch.float64).expand(3)
+    t1 = torch.tensor([True, False, True])
+    t2 = torch.tensor(complex(-1.0, -2.423), dtype=torch.complex64)
+    same_as_cpu(lambda a, b, c: torch.addcmul(a, b, c, value=-inf), x, t1, t2)
+    same_as_cpu(lambda a, b, c: torch.addcmul(a, b, c, value=2.5), x, t1, t2)
+
+
+def test_cdist_backward_with_mis_shaped_grad_raises_naming_the_shapes():
+    x1, x2 = torch.randn(5, 4, 1, device="tpu"), torch.randn(5, 4, 1, device="tpu")
+    dist = torch.cdist(x1, x2)
+    with pytest.raises(RuntimeError, match=r"grad has shape \[5, 4, 1\], expected \[5, 4, 4\]"):
+        aten._cdist_backward(torch.ones(5, 4, 1, device="tpu"), x1, x2, 2.0, dist)
+    with pytest.raises(RuntimeError, match=r"cdist has shape \[5, 4\], expected \[5, 4, 4\]"):
+        aten._cdist_backward(torch.ones(5, 4, 4, device="tpu"), x1, x2, 2.0, dist[..., 0])
+    # Well-shaped, it matches the CPU.
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    same_as_cpu(lambda g, p, q, d: aten._cdist_backward(g, p, q, 1.5, d),
+                torch.randn(2, 3, 5), a, b, torch.cdist(a, b, 1.5))
+
+
+def test_fuzzer_compares_complex_infinities_by_parts():
+    from tests.fuzz import classify
+    c = torch.tensor([complex(inf, 0.6822), complex(1.0, 2.0)], dtype=torch.complex64)
+    t = torch.tensor([complex(inf, 0.68220001), complex(1.0, 2.0)], dtype=torch.complex64)
+    classify.compare(c, t)  # one ulp apart beside an inf: close
+    with pytest.raises(classify.Difference):
+        classify.compare(c, torch.tensor([complex(inf, 0.7), complex(1.0, 2.0)], dtype=torch.complex64))
+    with pytest.raises(classify.Difference):
+        classify.compare(c, torch.tensor([complex(-inf, 0.6822), complex(1.0, 2.0)], dtype=torch.complex64))
+    # A complex with a NaN part is NaN (assert_close's equal_nan), whatever its other part.
+    classify.compare(torch.tensor(complex(nan, nan)), torch.tensor(complex(-inf, nan)))
+    with pytest.raises(classify.Difference):
+        classify.compare(torch.tensor(complex(nan, 1.0)), torch.tensor(complex(inf, 1.0)))
