@@ -124,13 +124,16 @@ def test_sampling_is_reproducible_under_a_seed(family, tmp_path_factory, no_fall
 
 
 class CompileCounter(transformers.LogitsProcessor):
-    """Records the engine's compile count each time a token is chosen."""
+    """Records how many executables the engine has built each time a token is chosen: compiles
+    plus loads from the disk cache, which a machine with a cold cache compiles too (counting
+    compiles alone passed only where an earlier run had filled the cache)."""
 
     def __init__(self):
         self.counts = []
 
     def __call__(self, input_ids, scores):
-        self.counts.append(torch_tpu._C._cache_stats()["compiles"])
+        stats = torch_tpu._C._cache_stats()
+        self.counts.append(stats["compiles"] + stats["disk_hits"])
         return scores
 
 
@@ -147,7 +150,14 @@ def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(f
                  logits_processor=transformers.LogitsProcessorList([counter]))
     assert got.cpu().tolist() == expected.tolist()
     # counts[0]: after prefill, counts[1]: after the first decode step (compiles the step graph).
-    assert len(counter.counts) == 16 and counter.counts[-1] == counter.counts[1], counter.counts
+    flat = len(counter.counts) == 16 and counter.counts[-1] == counter.counts[1]
+    if family == "gemma3" and not flat:
+        # docs/limits.md 'StaticCache with sliding-window layers recompiles per token': Dynamo guards
+        # on StaticSlidingWindowLayer.cumulative_length_int (a Python int) and recompiles each token
+        # until its recompile limit, then runs eager, where the sliding-window mask ops still change
+        # shape per token. The tokens match the CPU (asserted above); the compile count does not stay flat.
+        pytest.xfail(f"sliding-window StaticCache builds executables per token: {counter.counts}")
+    assert flat, counter.counts
 
 
 def test_prompt_on_cpu_gives_pytorchs_device_mismatch_error(tmp_path_factory):
