@@ -11,6 +11,14 @@ def fallbacks():
     return dict(torch_tpu._C._fallback_counts_since_start())
 
 
+def executables_built():
+    """Executables this process has compiled or loaded from the disk cache. "No new compile"
+    checks count both: a disk-cache load stands for a compile on a machine with a cold cache, and
+    counting compiles alone passes vacuously wherever an earlier run filled the cache."""
+    stats = torch_tpu._C._cache_stats()
+    return stats["compiles"] + stats["disk_hits"]
+
+
 def close(a, b, dtype=None, **kw):
     """assert_close of a tpu result (or tuple of them) against the CPU result; bf16/fp16 loose."""
     if isinstance(a, (tuple, list)):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import torch_tpu
+from helpers import executables_built
 
 transformers = pytest.importorskip("transformers")
 
@@ -60,13 +61,13 @@ def test_static_cache_generate_auto_compiles_with_backend_tpu(tiny_llama):
     assert got.cpu().tolist() == expected.tolist()
     assert sum(stats.graphs.values()) > graphs_before  # the decode step ran compiled
     # Later generations of the same shape compile nothing: no graph, no executable.
-    compiles = torch_tpu._C._cache_stats()["compiles"]
+    compiles = executables_built()
     graphs = sum(stats.graphs.values())
     again = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), max_new_tokens=12, min_new_tokens=12,
                            do_sample=False, cache_implementation="static")
     assert again.cpu().tolist() == expected.tolist()
     assert sum(stats.graphs.values()) == graphs
-    assert torch_tpu._C._cache_stats()["compiles"] == compiles
+    assert executables_built() == compiles
     assert not stats.splits, dict(stats.splits)
 
 
