@@ -134,6 +134,17 @@ std::vector<Value> unfold_backward(Context& c) {
   const Type& out = c.out();
   int64_t r = out.rank();
   int64_t dim = wrap_dim(c.int_arg(2), r), size = c.int_arg(3), step = c.int_arg(4);
+  // grad is the unfold's result: input_sizes with dim replaced by the window count, then size.
+  // The CPU kernel reads it with that layout unchecked (out of bounds when it is smaller).
+  if (size < 0 || step <= 0) throw InvalidCall("unfold_backward: size must be >= 0 and step > 0");
+  std::vector<int64_t> want = out.shape;
+  if (r > 0) want[dim] = out.shape[dim] >= size ? (out.shape[dim] - size) / step + 1 : 0;
+  want.push_back(size);
+  if (g.shape() != want) {
+    throw InvalidCall("unfold_backward: grad has shape " + shape_str(g.shape()) + ", expected " + shape_str(want) +
+                      " (input_sizes " + shape_str(out.shape) + " unfolded along " + std::to_string(dim) +
+                      " with size " + std::to_string(size) + " and step " + std::to_string(step) + ")");
+  }
   if (out.numel() == 0) return {zeros(b, out)};
   DType acc = opmath(out.dtype);
   int64_t len = r == 0 ? 1 : out.shape[dim];

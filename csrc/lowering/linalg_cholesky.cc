@@ -106,6 +106,14 @@ std::vector<Value> cholesky_solve(Context& c) {
   Builder& b = c.b;
   Value rhs = c.tensor(0), f = c.tensor(1);
   bool upper = c.bool_arg(2);
+  for (const auto& [name, v] : {std::pair<const char*, Value>{"self", rhs}, {"A", f}}) {
+    if (v.rank() < 2) {
+      throw InvalidCall(std::string("cholesky_solve: ") + name + " must have at least 2 dimensions, got " + shape_str(v.shape()));
+    }
+  }
+  if (f.shape()[f.rank() - 1] != f.shape()[f.rank() - 2]) {
+    throw InvalidCall("cholesky_solve: A must be batches of square matrices, got " + shape_str(f.shape()));
+  }
   require_f32_f64(c.out().dtype, "cholesky_solve_cpu");
   if (c.out().numel() == 0 || f.type.numel() == 0) return {zeros(b, c.out())};
   std::vector<int64_t> batch(c.out().shape.begin(), c.out().shape.end() - 2);

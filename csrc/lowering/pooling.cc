@@ -210,6 +210,14 @@ std::vector<Value> adaptive_avg_pool2d_backward(Context& c) {
   Builder& b = c.b;
   Value g = c.tensor(0), x = c.tensor(1);
   int64_t r = x.rank();
+  // The CPU template's checks, before anything reads the spatial dims.
+  if (g.rank() != 3 && g.rank() != 4) {
+    throw InvalidCall("adaptive_avg_pool2d_backward(): Expected 3D or 4D tensor, but got " + shape_str(g.shape()));
+  }
+  if (r != g.rank()) {
+    throw InvalidCall("adaptive_avg_pool2d_backward_out_cpu_template: Expected dimensions " + std::to_string(r) +
+                      " for `grad_output` but got dimensions " + std::to_string(g.rank()));
+  }
   DType out = c.out().dtype;
   DType acc = opmath(out);
   if (c.out().numel() == 0 || g.type.numel() == 0) return {zeros(b, c.out())};

@@ -268,6 +268,14 @@ std::vector<Value> adaptive_avg_pool3d(Context& c) {
 std::vector<Value> adaptive_avg_pool3d_backward(Context& c) {
   Builder& b = c.b;
   Value g = c.tensor(0), x = c.tensor(1);
+  // The CPU template's checks, before anything reads the spatial dims.
+  if (x.rank() != 4 && x.rank() != 5) {
+    throw InvalidCall("adaptive_avg_pool3d_backward(): Expected 4D or 5D tensor, but got " + shape_str(x.shape()));
+  }
+  if (g.rank() != x.rank()) {
+    throw InvalidCall("adaptive_avg_pool3d_backward_out_cpu_template: Expected dimensions " + std::to_string(x.rank()) +
+                      " for `gradOutput_` but got dimensions " + std::to_string(g.rank()));
+  }
   const Type& out = c.out();
   if (out.numel() == 0 || g.type.numel() == 0) return {zeros(b, out)};
   DType acc = opmath(out.dtype);

@@ -437,3 +437,33 @@ def test_fuzzer_compares_complex_infinities_by_parts():
     classify.compare(torch.tensor(complex(nan, nan)), torch.tensor(complex(-inf, nan)))
     with pytest.raises(classify.Difference):
         classify.compare(torch.tensor(complex(nan, 1.0)), torch.tensor(complex(inf, 1.0)))
+
+
+def test_mis_ranked_arguments_raise_instead_of_crashing():
+    # Each of these segfaulted (or exhausted memory) reading dims the argument does not have.
+    def t(*shape):
+        return torch.randn(shape, device="tpu")
+    with pytest.raises(RuntimeError, match=r"Expected dimensions 0 for `grad_output` but got dimensions 4"):
+        aten._adaptive_avg_pool2d_backward(t(5, 1, 3, 3), t())
+    with pytest.raises(RuntimeError, match=r"adaptive_avg_pool3d_backward\(\): Expected 4D or 5D tensor, but got \[4\]"):
+        aten._adaptive_avg_pool3d_backward(t(3), torch.ones(4, dtype=torch.int64, device="tpu"))
+    with pytest.raises(RuntimeError, match=r"Expected dimensions 4 for `gradOutput_` but got dimensions 2"):
+        aten._adaptive_avg_pool3d_backward(t(2, 5), t(1, 2, 3, 4))
+    with pytest.raises(RuntimeError, match=r"cholesky_solve: A must have at least 2 dimensions, got \[\]"):
+        aten._cholesky_solve_helper(t(1, 7), t(), True)
+    with pytest.raises(RuntimeError, match=r"unfold_backward: grad has shape \[\], expected \[5\]"):
+        aten.unfold_backward(t(), [], -1, 5, 2)
+    with pytest.raises(RuntimeError, match=r"unfold_backward: grad has shape \[2, 3\], expected \[3, 2\]"):
+        aten.unfold_backward(t(2, 3), [4], 0, 2, 1)
+    # The CPU fallback's own kernels wrote out of bounds on these: refused before it runs.
+    with pytest.raises(RuntimeError, match=r"_fft_r2c.out: expected out tensor to have dtype ComplexFloat, but got Float"):
+        aten._fft_r2c.out(t(4, 4), [0], 0, False, out=t(0))
+    with pytest.raises(RuntimeError, match=r"weight norm: g has 1 elements, expected v.size\(0\) = 7"):
+        aten._weight_norm_interface.out(t(7, 4, 1), t(), 0, out0=t(0), out1=t(7, 4, 1))
+    # Well-formed calls still match the CPU.
+    g, x = torch.randn(2, 3, 2, 2), torch.randn(2, 3, 5, 4)
+    same_as_cpu(aten._adaptive_avg_pool2d_backward, g, x)
+    a = torch.randn(3, 3, dtype=torch.float64)
+    l = torch.linalg.cholesky(a @ a.T + 3 * torch.eye(3, dtype=torch.float64))
+    same_as_cpu(lambda r, f: aten._cholesky_solve_helper(r, f, False), torch.randn(3, 2, dtype=torch.float64), l)
+    same_as_cpu(lambda gi: aten.unfold_backward(gi, [5, 2], 0, 2, 1), torch.randn(4, 2, 2))

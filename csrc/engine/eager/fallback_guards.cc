@@ -17,14 +17,51 @@ std::vector<size_t> per_parameter_lists(const std::string& name) {
   return {};
 }
 
+// The FFT kernels write their result type into out= unchecked (a float out of _fft_r2c.out
+// crashed the CPU kernel): out must hold the type the op produces.
+void check_fft_out_dtype(const std::string& label, const std::string& name, const torch::jit::Stack& stack,
+                         size_t first, size_t count) {
+  const at::Tensor& self = stack[first].toTensor();
+  const at::Tensor& out = stack[first + count - 1].toTensor();
+  at::ScalarType want = name == "aten::_fft_r2c"   ? c10::toComplexType(self.scalar_type())
+                        : name == "aten::_fft_c2r" ? c10::toRealValueType(self.scalar_type())
+                                                   : self.scalar_type();
+  TORCH_CHECK(out.scalar_type() == want, label, ": expected out tensor to have dtype ", want, ", but got ",
+              out.scalar_type(), " instead");
+}
+
+// _weight_norm_interface's CPU kernel reads g with v.size(dim) elements unchecked (heap damage
+// with a smaller g); the message is the lowering rule's, which checks the same.
+void check_weight_norm_g(const torch::jit::Stack& stack, size_t first) {
+  const at::Tensor& v = stack[first].toTensor();
+  const at::Tensor& g = stack[first + 1].toTensor();
+  int64_t dim = stack[first + 2].toInt();
+  if (v.dim() == 0) return;
+  int64_t d = dim < 0 ? dim + v.dim() : dim;
+  if (d != 0 && d != v.dim() - 1) return;  // the kernel's own dim check raises
+  int64_t expected = v.size(d);
+  TORCH_CHECK(g.numel() == expected, "weight norm: g has ", g.numel(), " elements, expected v.size(", d, ") = ",
+              expected);
+}
+
 }  // namespace
 
 void check_before_cpu_fallback(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const c10::OperatorName& name = op.schema().operator_name();
+  size_t count = op.schema().arguments().size();
+  size_t first = stack.size() - count;
+  std::string label = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  if (name.overload_name == "out" &&
+      (name.name == "aten::_fft_r2c" || name.name == "aten::_fft_c2r" || name.name == "aten::_fft_c2c")) {
+    check_fft_out_dtype(label, name.name, stack, first, count);
+    return;
+  }
+  if (name.name == "aten::_weight_norm_interface") {
+    check_weight_norm_g(stack, first);
+    return;
+  }
   std::vector<size_t> lists = per_parameter_lists(name.name);
   if (lists.empty()) return;
-  size_t first = stack.size() - op.schema().arguments().size();
-  std::string label = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
   std::vector<at::Tensor> params = stack[first].toTensorList().vec();
   for (size_t a : lists) {
     std::vector<at::Tensor> l = stack[first + a].toTensorList().vec();
