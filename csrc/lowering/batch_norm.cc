@@ -46,7 +46,16 @@ std::vector<Value> native_batch_norm(Context& c) {
   Channels ch = channels_of(x);
   bool training = c.bool_arg(5);
   double momentum = c.double_arg(6), eps = c.double_arg(7);
-  auto per_channel = [&](Value v) { return broadcast_in_dim(b, v, x.shape(), {1}); };
+  // torch.batch_norm's size checks (the CPU kernel reads per-channel tensors out of bounds); a
+  // 0-d tensor serves one channel.
+  for (const auto& [arg, name] : {std::pair<size_t, const char*>{1, "weight"}, {2, "bias"}, {3, "running_mean"},
+                                  {4, "running_var"}}) {
+    if (c.has(arg) && c.tensor(arg).type.numel() != ch.channels) {
+      throw InvalidCall(std::string(name) + " should contain " + std::to_string(ch.channels) + " elements not " +
+                        std::to_string(c.tensor(arg).type.numel()));
+    }
+  }
+  auto per_channel = [&](Value v) { return broadcast_in_dim(b, reshape(b, v, {ch.channels}), x.shape(), {1}); };
   auto vec = [&](double v) { return constant(b, v, acc, {ch.channels}); };
   Value mean, var;
   if (training) {

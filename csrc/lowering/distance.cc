@@ -240,6 +240,14 @@ std::vector<Value> pdist_backward(Context& c) {
   check_pdist_rank(x);
   const Type& out = c.out();
   int64_t n = x.shape()[0], m = x.shape()[1];
+  // grad and pdist are pdist's result, one value per pair; the CPU kernel reads them so unchecked.
+  std::vector<int64_t> pairs{n * (n - 1) / 2};
+  for (const auto& [name, v] : {std::pair<const char*, Value>{"grad", grad}, {"pdist", dist}}) {
+    if (v.shape() != pairs) {
+      throw InvalidCall(std::string("_pdist_backward: ") + name + " has shape " + shape_str(v.shape()) + ", expected " +
+                        shape_str(pairs) + " (one value per pair of the " + std::to_string(n) + " rows)");
+    }
+  }
   if (n <= 1 || m == 0) return {zeros(b, out)};
   check_pdist_dtype(x, "pdist_backward");
   Value pos = pair_position(b, n, 0);

@@ -117,7 +117,8 @@ Rule lerp() {
     Builder& b = c.b;
     Value x = operand(c, 0, i, t, s), e = operand(c, 1, i, t, s), w = operand(c, 2, i, t, s);
     Value diff = sub(b, e, x);
-    Value small = compare(b, hlo::unary(b, "stablehlo.abs", w), constant(b, 0.5, t, s), "LT");
+    Type real(real_part(t), s);  // |w| of a complex weight is real
+    Value small = compare(b, b.emit1("stablehlo.abs", {w}, real), constant(b, 0.5, real.dtype, s), "LT");
     Value lo = add(b, x, mul(b, w, diff));
     Value hi = sub(b, e, mul(b, diff, sub(b, constant(b, 1, t, s), w)));
     return select(b, small, lo, hi);

@@ -121,16 +121,16 @@ std::vector<Value> weight_norm_backward(Context& c) {
 
 // The norm_type-norm of each row of w ([V, D] -> [V]), as Tensor.norm computes it.
 Value row_norms(Builder& b, Value w, double p) {
-  Value a = unary(b, "stablehlo.abs", w);
+  Value a = b.emit1("stablehlo.abs", {w}, Type(real_part(w.dtype()), w.shape()));
   int64_t V = w.shape()[0];
   double inf = std::numeric_limits<double>::infinity();
   if (p == inf) return reduce(b, a, {1}, "max");
   if (p == -inf) return reduce(b, a, {1}, "min");
-  if (p == 0) return reduce(b, convert(b, compare(b, a, scalar_like(b, 0, a), "NE"), w.dtype()), {1}, "add");
+  if (p == 0) return reduce(b, convert(b, compare(b, a, scalar_like(b, 0, a), "NE"), a.dtype()), {1}, "add");
   if (p == 1) return reduce(b, a, {1}, "add");
   if (p == 2) return unary(b, "stablehlo.sqrt", reduce(b, mul(b, a, a), {1}, "add"));
   Value s = reduce(b, binary(b, "stablehlo.power", a, scalar_like(b, p, a)), {1}, "add");
-  return binary(b, "stablehlo.power", s, constant(b, 1.0 / p, w.dtype(), {V}));
+  return binary(b, "stablehlo.power", s, constant(b, 1.0 / p, a.dtype(), {V}));
 }
 
 // embedding_renorm(self, indices, max_norm, norm_type): every row that `indices` names and whose
@@ -146,6 +146,9 @@ std::vector<Value> embedding_renorm(Context& c) {
   DType acc = opmath(w.dtype());
   Value wf = convert(b, w, acc);
   Value ind = reshape(b, convert(b, idx, DType::S64), {n, 1});
+  // The CPU kernel takes row self[i]: a negative index counts from the end, as in Python.
+  Value negative = compare(b, ind, constant(b, 0, DType::S64, {n, 1}), "LT");
+  ind = select(b, negative, add(b, ind, constant(b, static_cast<double>(V), DType::S64, {n, 1})), ind);
   Value bad = binary(b, "stablehlo.or", compare(b, ind, constant(b, 0, DType::S64, {n, 1}), "LT"),
                      compare(b, ind, constant(b, static_cast<double>(V), DType::S64, {n, 1}), "GE"));
   b.assert_false(reduce(b, bad, {0, 1}, "or"), "embedding_renorm_: index out of range for a weight of " +
@@ -155,15 +158,27 @@ std::vector<Value> embedding_renorm(Context& c) {
   sd.inserted_window_dims = {0};
   sd.scatter_dims_to_operand_dims = {0};
   sd.index_vector_dim = 1;
-  Value hits = scatter(b, zeros(b, Type(DType::S32, {V})), ind, constant(b, 1, DType::S32, {n}), sd, "add");
-  Value norms = row_norms(b, wf, p);
-  Value big = compare(b, norms, constant(b, max_norm, acc, {V}), "GT");
-  Value renorm = binary(b, "stablehlo.and", compare(b, hits, zeros(b, hits.type), "GT"), big);
-  Value scale = div(b, constant(b, max_norm, acc, {V}), add(b, norms, constant(b, 1e-7, acc, {V})));
-  scale = select(b, renorm, scale, constant(b, 1, acc, {V}));
-  Value r = mul(b, wf, broadcast_in_dim(b, scale, {V, D}, {0}));
-  // Rows left alone keep their exact values (a multiply by 1 would too; select says so).
-  r = select(b, broadcast_in_dim(b, renorm, {V, D}, {0}), r, wf);
+  // Rows named by a negative and by a non-negative index: the CPU walks the distinct raw index
+  // values, so a row named both ways (-1 and V-1) is renormalized twice.
+  auto rows_hit = [&](Value which) {
+    Value ones = convert(b, reshape(b, which, {n}), DType::S32);
+    Value count = scatter(b, zeros(b, Type(DType::S32, {V})), ind, ones, sd, "add");
+    return compare(b, count, zeros(b, count.type), "GT");
+  };
+  Value by_negative = rows_hit(negative);
+  Value by_positive = rows_hit(unary(b, "stablehlo.not", negative));
+  auto renorm_rows = [&](Value x, Value rows) {
+    Value norms = row_norms(b, x, p);  // real, also for a complex weight
+    DType rt = norms.dtype();
+    Value big = compare(b, norms, constant(b, max_norm, rt, {V}), "GT");
+    Value renorm = binary(b, "stablehlo.and", rows, big);
+    Value scale = div(b, constant(b, max_norm, rt, {V}), add(b, norms, constant(b, 1e-7, rt, {V})));
+    Value scaled = mul(b, x, broadcast_in_dim(b, convert(b, scale, acc), {V, D}, {0}));
+    // Rows left alone keep their exact values.
+    return select(b, broadcast_in_dim(b, renorm, {V, D}, {0}), scaled, x);
+  };
+  Value r = renorm_rows(wf, binary(b, "stablehlo.or", by_negative, by_positive));
+  r = renorm_rows(r, binary(b, "stablehlo.and", by_negative, by_positive));
   return {convert(b, r, c.out().dtype)};
 }
 

@@ -56,9 +56,15 @@ KNOWN = [
     ("*softmax_backward*", "tpu-only raise", r"output shape \[[\d, ]*\] must match grad_output shape",
      "docs/limits.md 'Softmax backward kernels with an output shaped unlike grad_output': we raise; "
      "the CPU kernels read output out of bounds"),
-    ("_pdist_forward*", "tpu-only raise", r"pdist only supports 2D tensors",
-     "docs/limits.md '_pdist_forward called directly with a tensor that is not 2-D': torch.pdist's "
-     "check; the CPU kernel skips it"),
+    ("_pdist_*", "tpu-only raise", r"pdist only supports 2D tensors|_pdist_backward: (grad|pdist) has shape",
+     "docs/limits.md '_pdist_forward / _pdist_backward called directly with mis-shaped tensors': torch.pdist's "
+     "checks and the shapes autograd passes; the CPU kernels skip them and read out of bounds"),
+    ("_cholesky_solve_helper*", "tpu-only raise", r"cholesky_solve: A must be batches of square matrices",
+     "docs/limits.md '_cholesky_solve_helper called directly with a non-square A': torch.cholesky_solve's "
+     "check; the CPU kernel reads A as n x n out of bounds"),
+    ("unfold_backward*", "tpu-only raise", r"unfold_backward: grad has shape",
+     "docs/limits.md 'unfold_backward with a grad not shaped like the unfold's result': autograd always "
+     "passes that shape; the CPU kernel reads it unchecked"),
     ("put*", "silent mismatch", r".",
      "docs/limits.md 'put / put_ with duplicate indices and accumulate=False': PyTorch leaves which "
      "write wins undefined (checked only when the index has duplicates, see `applies`)"),

@@ -467,3 +467,42 @@ def test_mis_ranked_arguments_raise_instead_of_crashing():
     l = torch.linalg.cholesky(a @ a.T + 3 * torch.eye(3, dtype=torch.float64))
     same_as_cpu(lambda r, f: aten._cholesky_solve_helper(r, f, False), torch.randn(3, 2, dtype=torch.float64), l)
     same_as_cpu(lambda gi: aten.unfold_backward(gi, [5, 2], 0, 2, 1), torch.randn(4, 2, 2))
+
+
+def test_complex_foreach_lerp_and_embedding_renorm_take_real_magnitudes():
+    # |w| and row norms of complex tensors are real (their abs was typed complex: invalid HLO).
+    xs = [torch.tensor([1 + 2j, -3j, 0.5 + 0j]), torch.tensor([2 - 1j, 1 + 1j])]
+    es = [torch.tensor([0j, 1 + 1j, -2 + 0.5j]), torch.tensor([1j, -1 + 0j])]
+    same_as_cpu(lambda a, b, c, d: torch._foreach_lerp([a, b], [c, d], 0.3), xs[0], xs[1], es[0], es[1])
+    same_as_cpu(lambda a, b, c, d: torch._foreach_lerp([a, b], [c, d], 0.7), xs[0], xs[1], es[0], es[1])
+    w = torch.tensor([[3 + 4j, 1j], [0.1 + 0j, 0.2j]])
+    same_as_cpu(lambda t, i: aten.embedding_renorm(t, i, 1.5, 2.0), w, torch.tensor([0, 1]))
+
+
+def test_embedding_renorm_wraps_negative_indices_and_renormalizes_a_row_named_twice_like_the_cpu():
+    # The CPU takes self[i] per distinct raw index: -2 and 0 name one row of two, renormalized twice.
+    w = torch.tensor([[0.559, 2.773], [-2.5, 0.5]])
+    same_as_cpu(lambda t, i: aten.embedding_renorm(t, i, -2.395, -1.854), w, torch.tensor([[-2], [0]]))
+    same_as_cpu(lambda t, i: aten.embedding_renorm(t, i, 1.0, 2.0), w, torch.tensor([-1, -1, 0]))
+    with pytest.raises(IndexError):
+        aten.embedding_renorm(w.to("tpu"), torch.tensor([-3], device="tpu"), 1.0, 2.0).cpu()
+
+
+def test_per_channel_tensors_of_native_batch_norm_are_size_checked():
+    x = torch.randn(1, 5, dtype=torch.float64, device="tpu")
+    with pytest.raises(RuntimeError, match="weight should contain 5 elements not 1"):
+        aten.native_batch_norm(x, torch.tensor(2.0, dtype=torch.float64, device="tpu"), None, None, None, True, 0.9, 0.5)
+    # A 0-d weight of a single channel is one value per channel.
+    same_as_cpu(lambda a, w: aten.native_batch_norm(a, w, None, None, None, True, 0.9, 1e-5)[0],
+                torch.randn(3, 1), torch.tensor(2.0))
+
+
+def test_pdist_backward_and_cholesky_solve_helper_refuse_mis_shaped_arguments():
+    x = torch.randn(2, 1, device="tpu")
+    with pytest.raises(RuntimeError, match=r"_pdist_backward: grad has shape \[2, 1\], expected \[1\]"):
+        aten._pdist_backward(torch.ones(2, 1, device="tpu"), x, 0.5, torch.ones(1, device="tpu"))
+    with pytest.raises(RuntimeError, match=r"A must be batches of square matrices, got \[1, 4\]"):
+        aten._cholesky_solve_helper(torch.randn(1, 4, device="tpu"), torch.randn(1, 4, device="tpu"), False)
+    a = torch.randn(4, 3, dtype=torch.float64)
+    same_as_cpu(lambda g, t, d: aten._pdist_backward(g, t, 1.5, d), torch.randn(6, dtype=torch.float64), a,
+                torch.pdist(a, 1.5))
