@@ -272,7 +272,11 @@ std::vector<Value> hardtanh(Context& c) {
   Value x = operand(c, 0, t);
   Value lo = c.has(1) ? operand(c, 1, t) : scalar_like(c.b, -1, x);
   Value hi = c.has(2) ? operand(c, 2, t) : scalar_like(c.b, 1, x);
-  return {min(c.b, max(c.b, x, lo), hi)};
+  Value y = min(c.b, max(c.b, x, lo), hi);
+  if (!is_float(t)) return {y};
+  // A NaN bound gives NaN, as the CPU's vectorized clamp (XLA's max/min here return x).
+  Value nan_bound = binary(c.b, "stablehlo.or", compare(c.b, lo, lo, "NE"), compare(c.b, hi, hi, "NE"));
+  return {select(c.b, nan_bound, add(c.b, lo, hi), y)};
 }
 
 std::vector<Value> leaky_relu_backward(Context& c) {  // (grad, self, slope, self_is_result)
@@ -284,8 +288,9 @@ std::vector<Value> leaky_relu_backward(Context& c) {  // (grad, self, slope, sel
 std::vector<Value> hardtanh_backward(Context& c) {  // (grad, self, min, max)
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), lo = operand(c, 2, t), hi = operand(c, 3, t);
-  Value inside = binary(c.b, "stablehlo.and", compare(c.b, x, lo, "GT"), compare(c.b, x, hi, "LT"));
-  return {select(c.b, inside, g, scalar_like(c.b, 0, g))};
+  // The CPU's (x <= min || x >= max) ? 0 : grad: a NaN x or bound passes the gradient.
+  Value outside = binary(c.b, "stablehlo.or", compare(c.b, x, lo, "LE"), compare(c.b, x, hi, "GE"));
+  return {select(c.b, outside, scalar_like(c.b, 0, g), g)};
 }
 
 // lerp(self, end, weight) with the CPU kernel's two-sided form (exact at weight 0 and 1, and

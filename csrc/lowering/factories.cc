@@ -20,9 +20,9 @@ std::vector<Value> arange(Context& c, bool has_start, bool has_step) {
   int64_t n = out.shape.at(0);
   Value start = has_start ? c.tensor(0) : constant(b, 0, DType::S64);
   Value step = has_step ? c.tensor(2) : constant(b, 1, DType::S64);
-  bool integral = !is_float(out.dtype) && is_integer(start.dtype()) && is_integer(step.dtype());
-  DType acc = integral ? DType::S64 : float_opmath(out.dtype);
-  if (is_integer(out.dtype) && !integral) acc = DType::F64;
+  // An integer result counts in int64 from start and step truncated to integers, as the CPU's
+  // kernel (accscalar_t of an integer type): arange(1, 4, 1.904) into int64 is [1, 2, 3].
+  DType acc = is_integer(out.dtype) ? DType::S64 : float_opmath(out.dtype);
   Value i = iota(b, Type(acc, {n}), 0);
   Value r = add(b, broadcast_in_dim(b, convert(b, start, acc), {n}, {}),
                 mul(b, i, broadcast_in_dim(b, convert(b, step, acc), {n}, {})));

@@ -506,3 +506,21 @@ def test_pdist_backward_and_cholesky_solve_helper_refuse_mis_shaped_arguments():
     a = torch.randn(4, 3, dtype=torch.float64)
     same_as_cpu(lambda g, t, d: aten._pdist_backward(g, t, 1.5, d), torch.randn(6, dtype=torch.float64), a,
                 torch.pdist(a, 1.5))
+
+
+def test_add_relu_of_nan_is_zero_and_hardtanh_nan_bounds_like_the_cpu():
+    x = torch.tensor([1.067, -0.0, 1e30, -1.0, nan, -2.828, nan])
+    same_as_cpu(lambda a, b: aten._add_relu(a, b), x, torch.tensor([0.975]))
+    same_as_cpu(lambda a: aten.hardtanh(a, nan), torch.tensor([[-0.818, 0.5, 2.0]]))
+    same_as_cpu(lambda a: aten.hardtanh(a, -0.5, nan), torch.tensor([-0.818, 0.25, nan]))
+    same_as_cpu(lambda a: aten.hardtanh(a, -0.5, 0.5), torch.tensor([-0.818, 0.25, nan, inf]))
+    # backward: (x <= min || x >= max) ? 0 : grad, so a NaN x or bound passes the gradient.
+    g = torch.tensor([-1.215, 3.521, 0.5, -2.0])
+    same_as_cpu(lambda gr, a: aten.hardtanh_backward(gr, a, nan, 1.0), g, torch.tensor([inf, 0.73, -5.0, nan]))
+    same_as_cpu(lambda gr, a: aten.hardtanh_backward(gr, a, -0.385, 0.0), g, torch.tensor([4.4, -0.0, nan, -0.1]))
+
+
+def test_integer_arange_truncates_a_float_step_like_the_cpu():
+    same_as_cpu(lambda o: torch.arange(1, 4, 1.904, out=o), torch.empty(0, dtype=torch.int64))
+    same_as_cpu(lambda o: torch.arange(-2.7, 5, 2.5, out=o), torch.empty(0, dtype=torch.int32))
+    same_as_cpu(lambda o: torch.arange(0.5, 3, 0.75, out=o), torch.empty(0, dtype=torch.float32))
