@@ -123,7 +123,9 @@ std::vector<Value> nll_loss_forward(Context& c) {
   Value loss = neg(b, mul(b, picked, p.weight));
   std::vector<int64_t> all;
   for (int64_t i = 0; i < loss.rank(); ++i) all.push_back(i);
-  Value total = reduce(b, p.weight, all, "add");
+  // The CPU kernel leaves total_weight 0 for a batch with reduction none (a 1-D input takes the
+  // reducing path and reports its target's weight).
+  Value total = reduction == 0 && x.rank() == 2 ? constant(b, 0, acc) : reduce(b, p.weight, all, "add");
   Value result;
   if (reduction == 0) {
     result = loss;

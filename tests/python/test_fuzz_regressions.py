@@ -524,3 +524,16 @@ def test_integer_arange_truncates_a_float_step_like_the_cpu():
     same_as_cpu(lambda o: torch.arange(1, 4, 1.904, out=o), torch.empty(0, dtype=torch.int64))
     same_as_cpu(lambda o: torch.arange(-2.7, 5, 2.5, out=o), torch.empty(0, dtype=torch.int32))
     same_as_cpu(lambda o: torch.arange(0.5, 3, 0.75, out=o), torch.empty(0, dtype=torch.float32))
+
+
+def test_mse_loss_backward_has_selfs_dtype_and_nll_loss_none_reports_zero_total_weight():
+    # The CPU writes mse_loss_backward into zeros_like(self); the meta kernel promotes.
+    g, x, t = torch.randn(2, 2), torch.randn(2, 2).half(), torch.tensor([[0, -1], [1, 0]])
+    same_as_cpu(lambda a, b, c: aten.mse_loss_backward(a, b, c, 1), g, x, t)
+    gi, xi = torch.tensor([-3, 2], dtype=torch.int32), torch.tensor([-2, -1], dtype=torch.int32)
+    same_as_cpu(lambda a, b, c: aten.mse_loss_backward(a, b, c, 0), gi, xi, torch.tensor([0, 1]))
+    # nll_loss_forward of a batch with reduction none: total_weight stays 0 on the CPU.
+    x2, target, w = torch.randn(2, 7), torch.tensor([6, 0]), torch.rand(7)
+    same_as_cpu(lambda a, b, c: aten.nll_loss_forward(a, b, c, 0, -100), x2, target, w)
+    same_as_cpu(lambda a, b, c: aten.nll_loss_forward(a, b, c, 0, -100), x2[0], target[0], w)
+    same_as_cpu(lambda a, b, c: aten.nll_loss_forward(a, b, c, 1, -100), x2, target, w)

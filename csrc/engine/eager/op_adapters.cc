@@ -104,6 +104,12 @@ c10::ScalarType softmax_grad_dtype(const torch::jit::Stack& stack, size_t first)
   return grad == c10::kFloat && input == c10::kHalf ? c10::kHalf : grad;
 }
 
+// mse_loss_backward(grad, self, target, reduction): the CPU kernel writes into zeros_like(self),
+// so the result has self's dtype (the meta kernel promotes grad, self and target).
+c10::ScalarType self_dtype(const torch::jit::Stack& stack, size_t first) {
+  return stack[first + 1].toTensor().scalar_type();
+}
+
 }  // namespace
 
 void check_float8_fill_values(const c10::OperatorHandle&, torch::jit::Stack* stack, size_t num_args) {
@@ -127,6 +133,7 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
   static const OpAdapter threshold_grad{nullptr, false, false, nullptr, &promoted_grad_and_self};
   static const OpAdapter softmax_grad{nullptr, false, false, nullptr, &softmax_grad_dtype};
+  static const OpAdapter self_typed_grad{nullptr, false, false, nullptr, &self_dtype};
   static const OpAdapter float8_fill{&check_float8_fill_values, false};
   static const OpAdapter scaled_mm{nullptr, false, false, nullptr, nullptr, &scaled_mm_meta};
   static const OpAdapter scaled_mm_v2{nullptr, false, false, nullptr, nullptr, &scaled_mm_v2_meta};
@@ -148,6 +155,7 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::native_batch_norm", &batch_norm},
       {"aten::_native_batch_norm_legit", &batch_norm},
       {"aten::threshold_backward", &threshold_grad},
+      {"aten::mse_loss_backward", &self_typed_grad},
       {"aten::_logcumsumexp", &same_dtype_out},
       {"aten::_softmax_backward_data", &softmax_grad},
       {"aten::_log_softmax_backward_data", &softmax_grad},
