@@ -87,6 +87,21 @@ KNOWN = [
      "docs/limits.md 'Complex division of non-finite values': XLA's complex divide follows C99 "
      "Annex G (an infinite part with a NaN beside it is an infinity); the CPU gives NaN (checked "
      "only for complex inputs holding inf/NaN, see `applies`)"),
+    ("*std*", "silent mismatch", r".",
+     "docs/limits.md 'var / std of float32 accumulate in float32' (checked only for float32 inputs "
+     "holding values beyond 1e19, see `applies`)"),
+    ("*var*", "silent mismatch", r".",
+     "docs/limits.md 'var / std of float32 accumulate in float32' (checked only for float32 inputs "
+     "holding values beyond 1e19, see `applies`)"),
+    ("*_mean*", "silent mismatch", r"result\[1\]",
+     "docs/limits.md 'The mean of var_mean / std_mean over an infinity' (checked only for inputs "
+     "holding inf, see `applies`)"),
+    ("*rsqrt*", "silent mismatch", r".",
+     "docs/limits.md 'Complex division of non-finite values': 1/sqrt(z) divides by an infinity "
+     "(checked only for complex inputs holding inf/NaN, see `applies`)"),
+    ("*reciprocal*", "silent mismatch", r".",
+     "docs/limits.md 'Complex division of non-finite values' (checked only for complex inputs "
+     "holding inf/NaN, see `applies`)"),
     ("*convolution*", "silent mismatch", r".",
      "docs/limits.md 'Transposed convolutions with non-finite weights': the zeros between and "
      "around the input multiply every weight, so a NaN or inf weight reaches every output "
@@ -146,7 +161,12 @@ def applies(entry, case, detail="") -> bool:
         weight = case.tensors[position] if len(case.tensors) > position else None
         transposed = backward or re.search(r"\],\s*True,\s*\[", case.call)
         return bool(weight and transposed and ("nan" in weight.base_code or "inf" in weight.base_code))
-    if op_glob == "*div*":  # a non-finite value may also come as a scalar (addcdiv's value=-inf)
+    if op_glob == "*_mean*":
+        return optable.base_name(case.op) in ("std_mean", "var_mean") and any("inf" in t.base_code for t in case.tensors)
+    if op_glob in ("*std*", "*var*"):
+        return optable.base_name(case.op) in ("std", "var", "std_mean", "var_mean") and any(
+            "float32" in t.base_code and re.search(r"\de(19|[2-9]\d)", t.base_code) for t in case.tensors)
+    if op_glob in ("*div*", "*rsqrt*", "*reciprocal*"):  # a non-finite value may also be a scalar
         return (any("complex" in t.base_code for t in case.tensors)
                 and any(s in text for text in [case.call] + [t.base_code for t in case.tensors] for s in ("nan", "inf")))
     if op_glob in ("*pow*", "*mm*"):
