@@ -489,8 +489,7 @@ const Registrar registrar({
     {"abs", [](Context& c) {
        Value z = c.tensor(0);
        if (is_complex(z.dtype())) {  // |z| = hypot(re, im): the modulus, not |re|
-         Type real(z.dtype() == DType::C64 ? DType::F32 : DType::F64, z.shape());
-         return std::vector<Value>{convert(c.b, c.b.emit1("stablehlo.abs", {z}, real), c.out().dtype)};
+         return std::vector<Value>{convert(c.b, complex_abs(c.b, z), c.out().dtype)};
        }
        require_dtype(z.dtype() != DType::Pred, "abs_cpu", z.dtype());
        Value x = operand(c, 0, out_math(c));

@@ -121,7 +121,7 @@ std::vector<Value> weight_norm_backward(Context& c) {
 
 // The norm_type-norm of each row of w ([V, D] -> [V]), as Tensor.norm computes it.
 Value row_norms(Builder& b, Value w, double p) {
-  Value a = b.emit1("stablehlo.abs", {w}, Type(real_part(w.dtype()), w.shape()));
+  Value a = is_complex(w.dtype()) ? complex_abs(b, w) : unary(b, "stablehlo.abs", w);
   int64_t V = w.shape()[0];
   double inf = std::numeric_limits<double>::infinity();
   if (p == inf) return reduce(b, a, {1}, "max");

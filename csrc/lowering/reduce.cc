@@ -243,7 +243,7 @@ std::vector<Value> vector_norm(Context& c) {
   DType acc = opmath(real_part(out));
   std::vector<int64_t> dims = reduce_dims(c, 2, x.rank());
   // |z| of a complex input (the modulus), then the real norm of the moduli.
-  Value a = is_complex(x.dtype()) ? convert(b, b.emit1("stablehlo.abs", {x}, Type(real_part(x.dtype()), x.shape())), acc)
+  Value a = is_complex(x.dtype()) ? convert(b, complex_abs(b, x), acc)
                                   : unary(b, "stablehlo.abs", convert(b, x, acc));
   const auto& os = c.out().shape;
   Value ord = cast_to(b, c.tensor(1), acc, os);

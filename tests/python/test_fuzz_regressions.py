@@ -537,3 +537,13 @@ def test_mse_loss_backward_has_selfs_dtype_and_nll_loss_none_reports_zero_total_
     same_as_cpu(lambda a, b, c: aten.nll_loss_forward(a, b, c, 0, -100), x2, target, w)
     same_as_cpu(lambda a, b, c: aten.nll_loss_forward(a, b, c, 0, -100), x2[0], target[0], w)
     same_as_cpu(lambda a, b, c: aten.nll_loss_forward(a, b, c, 1, -100), x2, target, w)
+
+
+def test_complex_abs_has_hypots_nan_and_inf_semantics():
+    # XLA's complex abs gave |re| * sqrt(2) for a NaN imaginary part and NaN for (nan, inf).
+    z = torch.tensor([complex(inf, nan), complex(nan, inf), complex(nan, 1.0), complex(1.0, nan),
+                      complex(-inf, 2), complex(nan, nan), complex(3, 4), complex(2, -inf)])
+    same_as_cpu(torch.abs, z)
+    same_as_cpu(lambda t: torch._foreach_abs([t, t[1:]]), z)
+    same_as_cpu(lambda t: torch.linalg.vector_norm(t, 2), z[2:4])
+    same_as_cpu(torch.abs, z.to(torch.complex128))
