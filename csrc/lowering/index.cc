@@ -148,8 +148,9 @@ Value scatter_dim(Context& c, Value updates, const std::string& kind, Value base
   Value x = c.tensor(0), idx = c.tensor(2);
   int64_t rank = std::max<int64_t>(x.rank(), 1);
   int64_t dim = wrap_dim(c.int_arg(1), rank);
-  check_gather_shapes(x, idx, dim, "scatter");
+  // PyTorch's scatter dtype and shape checks pass an empty index whatever its dtype and shape.
   if (numel(idx.shape()) == 0) return base;
+  check_gather_shapes(x, idx, dim, "scatter");
   std::vector<int64_t> xs = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
   base = reshape(c.b, base, xs);
   idx = reshape(c.b, idx, idx.rank() == 0 ? std::vector<int64_t>{1} : idx.shape());

@@ -547,3 +547,12 @@ def test_complex_abs_has_hypots_nan_and_inf_semantics():
     same_as_cpu(lambda t: torch._foreach_abs([t, t[1:]]), z)
     same_as_cpu(lambda t: torch.linalg.vector_norm(t, 2), z[2:4])
     same_as_cpu(torch.abs, z.to(torch.complex128))
+
+
+def test_scatter_with_an_empty_index_skips_the_shape_check_like_the_cpu():
+    # PyTorch's scatter_shape_check returns early for an empty index, whatever its shape.
+    x, src = torch.empty(1, 0, 1, dtype=torch.float64), torch.empty(1, 0, 1, dtype=torch.float64)
+    same_as_cpu(lambda a, i, s: torch.scatter_reduce(a, 1, i, s, "mean"), x, torch.empty(1, 0, 2, dtype=torch.int64), src)
+    same_as_cpu(lambda a, i, s: torch.scatter_reduce(a, -1, i, s, "prod"), torch.empty(3, 0),
+                torch.empty(0, dtype=torch.int64), torch.tensor([[0.115]]))
+    same_as_cpu(lambda a, i, s: torch.scatter(a, 0, i, s), torch.zeros(2), torch.empty(0), torch.zeros(2))
