@@ -94,6 +94,8 @@ std::vector<Value> weight_norm(Context& c) {
   Builder& b = c.b;
   Value v = c.tensor(0), g = c.tensor(1);
   int64_t dim = weight_norm_dim(v, g, c.int_arg(2));
+  // PyTorch's meta kernel gives a 1-D v norms of shape (1,), its CPU kernel (n,): the CPU runs it.
+  if (v.rank() == 1) throw NotLowerable("_weight_norm_interface of a 1-D v");
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc);
   Value norms = unary(b, "stablehlo.sqrt", sum_keep(b, mul(b, vf, vf), norm_dims(v, dim)));
@@ -108,10 +110,18 @@ std::vector<Value> weight_norm_backward(Context& c) {
   Builder& b = c.b;
   Value gw = c.tensor(0), v = c.tensor(1), g = c.tensor(2), norms = c.tensor(3);
   int64_t dim = weight_norm_dim(v, g, c.int_arg(4));
+  if (v.rank() == 1) throw NotLowerable("_weight_norm_interface_backward of a 1-D v");
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc), gwf = convert(b, gw, acc);
   Value dot = sum_keep(b, mul(b, gwf, vf), norm_dims(v, dim));
-  Value n = reshape(b, convert(b, norms, acc), dot.shape());
+  // The CPU kernel reads saved_norms as its first v.size(dim) values, whatever its shape.
+  int64_t count = v.shape()[dim], have = norms.type.numel();
+  if (have < count) {
+    throw InvalidCall("weight norm backward: saved_norms has " + std::to_string(have) + " elements, expected v.size(" +
+                      std::to_string(dim) + ") = " + std::to_string(count));
+  }
+  Value flat = reshape(b, convert(b, norms, acc), {have});
+  Value n = reshape(b, have == count ? flat : slice(b, flat, {0}, {count}, {1}), dot.shape());
   Value gf = reshape(b, convert(b, g, acc), dot.shape());
   Value grad_g = div(b, dot, n);
   Value grad_v = mul(b, expand_to(b, div(b, gf, n), v.shape()),

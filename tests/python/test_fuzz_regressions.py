@@ -556,3 +556,14 @@ def test_scatter_with_an_empty_index_skips_the_shape_check_like_the_cpu():
     same_as_cpu(lambda a, i, s: torch.scatter_reduce(a, -1, i, s, "prod"), torch.empty(3, 0),
                 torch.empty(0, dtype=torch.int64), torch.tensor([[0.115]]))
     same_as_cpu(lambda a, i, s: torch.scatter(a, 0, i, s), torch.zeros(2), torch.empty(0), torch.zeros(2))
+
+
+def test_weight_norm_of_a_1d_v_and_backward_reading_the_first_norms_like_the_cpu():
+    v, g = torch.randn(4), torch.randn(4)
+    got = aten._weight_norm_interface(v.to("tpu"), g.to("tpu"))  # runs on the CPU fallback
+    for a, b in zip(got, aten._weight_norm_interface(v, g)):
+        torch.testing.assert_close(a.cpu(), b)
+    # The CPU kernel reads saved_norms as its first v.size(dim) values, whatever its shape.
+    gw, sv, sg = torch.randn(1, 7), torch.randn(1, 7), torch.tensor(0.178)
+    norms = torch.rand(7, 1).T + 0.5
+    same_as_cpu(lambda a, b, c, d: aten._weight_norm_interface_backward(a, b, c, d, 0), gw, sv, sg, norms)
