@@ -55,19 +55,24 @@ Rule softmax_backward_rule(bool log) {
     if (g.shape() != y.shape()) {
       throw InvalidCall("output shape " + shape_str(y.shape()) + " must match grad_output shape " + shape_str(g.shape()));
     }
+    // A 0-d softmax is one element along its dim: the same formula, as the CPU computes it.
+    std::vector<int64_t> shape = g.shape();
     if (g.rank() == 0) {
       wrap_dim(c.int_arg(2), 0);
-      return std::vector<Value>{convert(c.b, zeros(c.b, g.type), out)};
+      g = reshape(c.b, g, {1});
+      y = reshape(c.b, y, {1});
     }
     int64_t dim = wrap_dim(c.int_arg(2), g.rank());
     Value r;
     if (log) {
       r = sub(c.b, g, mul(c.b, unary(c.b, "stablehlo.exponential", y), reduce_keep(c.b, g, dim, "add")));
     } else {
-      Value gy = mul(c.b, g, y);
-      r = sub(c.b, gy, mul(c.b, y, reduce_keep(c.b, gy, dim, "add")));
+      // (grad - sum(grad * output)) * output, grouped as the CPU kernel: with an infinite output
+      // the distributed form gives inf - inf = NaN where the CPU's gives inf.
+      Value s = reduce_keep(c.b, mul(c.b, g, y), dim, "add");
+      r = mul(c.b, sub(c.b, g, s), y);
     }
-    return std::vector<Value>{convert(c.b, r, out)};
+    return std::vector<Value>{convert(c.b, reshape(c.b, r, shape), out)};
   };
 }
 

@@ -567,3 +567,14 @@ def test_weight_norm_of_a_1d_v_and_backward_reading_the_first_norms_like_the_cpu
     gw, sv, sg = torch.randn(1, 7), torch.randn(1, 7), torch.tensor(0.178)
     norms = torch.rand(7, 1).T + 0.5
     same_as_cpu(lambda a, b, c, d: aten._weight_norm_interface_backward(a, b, c, d, 0), gw, sv, sg, norms)
+
+
+def test_softmax_backward_groups_like_the_cpu_and_computes_0d_inputs():
+    # (grad - sum(grad * out)) * out: with an infinite output the distributed form gave NaN.
+    g = torch.tensor([[2.4688, -0.1553], [0.7031, 2.625]], dtype=torch.bfloat16)
+    y = torch.tensor([[2.3906, nan], [inf, -1.875]], dtype=torch.bfloat16)
+    same_as_cpu(lambda a, b: aten._softmax_backward_data(a, b, -2, torch.bfloat16), g, y)
+    # A 0-d softmax backward is not zero: it is the same formula over one element.
+    a0, b0 = torch.tensor(-1.309, dtype=torch.bfloat16), torch.tensor(1.102, dtype=torch.bfloat16)
+    same_as_cpu(lambda a, b: aten._softmax_backward_data(a, b, -1, torch.bfloat16), a0, b0)
+    same_as_cpu(lambda a, b: aten._log_softmax_backward_data(a, b, 0, torch.float32), a0.float(), b0.float())
