@@ -304,7 +304,8 @@ Rule scan_rule(const std::string& kind) {
       return std::vector<Value>{convert(c.b, x, out)};
     }
     int64_t dim = wrap_dim(c.int_arg(1), x.rank());
-    Value r = scan(c.b, convert(c.b, x, opmath(out)), dim, kind);
+    // dtype= converts the input first (an int64 beyond float16's range is inf, and 0 * inf NaN).
+    Value r = scan(c.b, convert(c.b, convert(c.b, x, out), opmath(out)), dim, kind);
     return std::vector<Value>{convert(c.b, r, out)};
   };
 }

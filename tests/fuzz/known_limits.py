@@ -25,6 +25,9 @@ KNOWN = [
     ("*native_batch_norm*", "shape mismatch", r"result\[[12]\]: shape \(0,\) on CPU",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': save_mean/save_invstd of "
      "batch norm without training statistics are (C,) as the meta kernel says; the CPU returns (0,)"),
+    ("*_pad*d_backward*", "tpu-only raise", r"grad_output has shape .*, expected|padding backward expects a",
+     "docs/limits.md 'Padding backward with a grad_output not shaped like the padded input': the "
+     "CPU checks only the padded widths and reads the other dims unchecked"),
     ("_masked_softmax_backward*", "shape mismatch", r"result: shape \(1,\) on CPU, \(\) on tpu",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': a 0-d gradient for 0-d inputs"),
     ("_fused_*", "tpu-only raise", r"ValueError: .*has shape .*, its parameter",

@@ -578,3 +578,15 @@ def test_softmax_backward_groups_like_the_cpu_and_computes_0d_inputs():
     a0, b0 = torch.tensor(-1.309, dtype=torch.bfloat16), torch.tensor(1.102, dtype=torch.bfloat16)
     same_as_cpu(lambda a, b: aten._softmax_backward_data(a, b, -1, torch.bfloat16), a0, b0)
     same_as_cpu(lambda a, b: aten._log_softmax_backward_data(a, b, 0, torch.float32), a0.float(), b0.float())
+
+
+def test_cumprod_with_dtype_converts_the_input_first_and_padding_backward_checks_shapes():
+    # int64 1099511627776 is inf in float16, and 0 * inf is NaN, as on the CPU.
+    same_as_cpu(lambda t: torch.cumprod(t, 0, dtype=torch.float16), torch.tensor([0, -5, 2, 1099511627776, 5]))
+    same_as_cpu(lambda t: torch.cumsum(t, 0, dtype=torch.float16), torch.tensor([1, 70000, -70000, 3]))
+    g = torch.randn(2, 2, device="tpu")
+    with pytest.raises(RuntimeError, match=r"grad_output has shape \[2, 2\], expected \[1, 2\]"):
+        aten.reflection_pad1d_backward(g, torch.randn(1, 2, device="tpu"), [0, 0])
+    with pytest.raises(RuntimeError, match=r"expects a 2-D or 3-D input, got \[5, 7, 1, 2\]"):
+        aten.reflection_pad1d_backward(torch.randn(5, 7, 1, 2, device="tpu"), torch.randn(5, 7, 1, 2, device="tpu"), [0, 0])
+    same_as_cpu(lambda a, b: aten.reflection_pad1d_backward(a, b, [1, 2]), torch.randn(2, 3, 7), torch.randn(2, 3, 4))
