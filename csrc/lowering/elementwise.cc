@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "lowering/complex_branch_cuts.h"
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
@@ -514,16 +515,16 @@ const Registrar registrar({
     {"cos", hlo_unary("stablehlo.cosine")},
     {"tan", hlo_unary("stablehlo.tan")},
     {"tanh", hlo_unary("stablehlo.tanh")},
-    {"asin", hlo_unary("chlo.asin")},
-    {"acos", hlo_unary("chlo.acos")},
+    {"asin", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.asin", x); })},
+    {"acos", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.acos", x); })},
     {"atan", [](Context& c) {
        if (is_complex(c.tensor(0).dtype())) throw NotLowerable("complex atan");
        return unary_rule(atan)(c);
      }},
     {"sinh", hlo_unary("chlo.sinh")},
     {"cosh", hlo_unary("chlo.cosh")},
-    {"asinh", hlo_unary("chlo.asinh")},
-    {"acosh", hlo_unary("chlo.acosh")},
+    {"asinh", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.asinh", x); })},
+    {"acosh", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.acosh", x); })},
     {"atanh", hlo_unary("chlo.atanh")},
     {"erf", hlo_unary("chlo.erf")},
     {"erfc", hlo_unary("chlo.erfc")},

@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 
+#include "lowering/complex_branch_cuts.h"
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
@@ -283,8 +284,8 @@ const Registrar registrar({
      })},
     {"_foreach_norm.Scalar", norm},
     {"_foreach_max", foreach_max},
-    {"_foreach_acos", hlo_unary("chlo.acos")},
-    {"_foreach_asin", hlo_unary("chlo.asin")},
+    {"_foreach_acos", unary([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.acos", x); })},
+    {"_foreach_asin", unary([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.asin", x); })},
     {"_foreach_atan", [](Context& c) {
        for (const Value& x : c.arg(0).tensors) {
          if (is_complex(x.dtype())) throw NotLowerable("complex atan");  // as atan (elementwise.cc)

@@ -590,3 +590,14 @@ def test_cumprod_with_dtype_converts_the_input_first_and_padding_backward_checks
     with pytest.raises(RuntimeError, match=r"expects a 2-D or 3-D input, got \[5, 7, 1, 2\]"):
         aten.reflection_pad1d_backward(torch.randn(5, 7, 1, 2, device="tpu"), torch.randn(5, 7, 1, 2, device="tpu"), [0, 0])
     same_as_cpu(lambda a, b: aten.reflection_pad1d_backward(a, b, [1, 2]), torch.randn(2, 3, 7), torch.randn(2, 3, 4))
+
+
+@pytest.mark.parametrize("op", [torch.asin, torch.acos, torch.asinh, torch.acosh])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_inverse_functions_take_the_side_of_the_branch_cut_a_signed_zero_picks(op, dtype):
+    # XLA ignored the sign of a zero part on the cuts: asin(2.5-0j) came out as 1.57+1.57j.
+    z = torch.tensor([complex(a, b) for a in (2.5, -2.5, 0.5, 0.0, -0.0) for b in (0.0, -0.0)] +
+                     [complex(r, s) for r in (0.0, -0.0) for s in (2.5, -2.5)] +
+                     [complex(1.3, -0.7), complex(-3, 4), complex(inf, -0.0), complex(5.057, -0.0)], dtype=dtype)
+    same_as_cpu(op, z)
+    same_as_cpu(lambda t: op(t.conj()), z)
