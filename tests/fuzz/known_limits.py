@@ -36,6 +36,9 @@ KNOWN = [
     ("*mm*", "silent mismatch", r".",
      "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
      "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
+    ("*mv*", "silent mismatch", r".",
+     "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
+     "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
     ("*_copy*", "silent mismatch", r".",
      "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
      "(checked only when an input is an unfold/expand view, see `applies`)"),
@@ -174,7 +177,7 @@ def applies(entry, case, detail="") -> bool:
     if op_glob in ("*div*", "*rsqrt*", "*reciprocal*"):  # a non-finite value may also be a scalar
         return (any("complex" in t.base_code for t in case.tensors)
                 and any(s in text for text in [case.call] + [t.base_code for t in case.tensors] for s in ("nan", "inf")))
-    if op_glob in ("*pow*", "*mm*"):
+    if op_glob in ("*pow*", "*mm*", "*mv*"):
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
     return True
 
