@@ -101,6 +101,12 @@ KNOWN = [
     ("*var*", "silent mismatch", r".",
      "docs/limits.md 'var / std of float32 accumulate in float32' (checked only for float32 inputs "
      "holding values beyond 1e19, see `applies`)"),
+    ("linalg_inv*", "silent mismatch", r"result\[0\]",
+     "docs/limits.md 'Inverses of singular or non-finite matrices' (checked only when an input "
+     "has non-finite values, see `applies`)"),
+    ("native_*_norm*", "silent mismatch", r".",
+     "docs/limits.md 'var / std of float32 accumulate in float32': also the statistics of layer, "
+     "group and batch norm (checked only for float32 inputs holding values beyond 1e19, see `applies`)"),
     ("*_mean*", "silent mismatch", r"result\[1\]",
      "docs/limits.md 'The mean of var_mean / std_mean over an infinity' (checked only for inputs "
      "holding inf, see `applies`)"),
@@ -153,7 +159,7 @@ def applies(entry, case, detail="") -> bool:
         return _first_tensor_is_empty(case)
     if op_glob == "put*":
         return "True" not in case.call and _has_duplicate_flat_indices(case)
-    if op_glob.startswith("linalg_solve_triangular") or op_glob == "_fft_*":
+    if op_glob.startswith("linalg_solve_triangular") or op_glob in ("_fft_*", "linalg_inv*"):
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
     if op_glob == "_cum*_helper*" and entry[1] == "silent mismatch":
         return bool(re.search(r",\s*-\d+\)$", case.call.strip() + ")"))
@@ -171,8 +177,9 @@ def applies(entry, case, detail="") -> bool:
         return bool(weight and transposed and ("nan" in weight.base_code or "inf" in weight.base_code))
     if op_glob == "*_mean*":
         return optable.base_name(case.op) in ("std_mean", "var_mean") and any("inf" in t.base_code for t in case.tensors)
-    if op_glob in ("*std*", "*var*"):
-        return optable.base_name(case.op) in ("std", "var", "std_mean", "var_mean") and any(
+    if op_glob in ("*std*", "*var*", "native_*_norm*"):
+        names = ("std", "var", "std_mean", "var_mean", "native_layer_norm", "native_group_norm", "native_batch_norm")
+        return optable.base_name(case.op) in names and any(
             "float32" in t.base_code and re.search(r"\de(19|[2-9]\d)", t.base_code) for t in case.tensors)
     if op_glob in ("*div*", "*rsqrt*", "*reciprocal*"):  # a non-finite value may also be a scalar
         return (any("complex" in t.base_code for t in case.tensors)
