@@ -2,7 +2,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "lowering/complex_branch_cuts.h"
+#include "lowering/complex_math.h"
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
@@ -324,15 +324,6 @@ DType integer_tensors_type(Context& c, DType compute) {
     if (d != DType::Pred && (widest == DType::Pred || bit_width(d) > bit_width(widest))) widest = d;
   }
   return widest == DType::Pred ? compute : widest;
-}
-
-// v * (1 + 0i) by parts, as the CPU's complex multiply by a true bool: an infinite part times the
-// zero imaginary part is NaN (XLA folds a plain multiplication by one away).
-Value times_complex_one(Builder& b, Value v) {
-  Type rt(real_part(v.dtype()), v.shape());
-  Value re = b.emit1("stablehlo.real", {v}, rt), im = b.emit1("stablehlo.imag", {v}, rt);
-  Value zero = scalar_like(b, 0, re);
-  return b.emit1("stablehlo.complex", {sub(b, re, mul(b, im, zero)), add(b, mul(b, re, zero), im)}, v.type);
 }
 
 Rule addc_rule(bool divide) {

@@ -13,7 +13,7 @@
 #include <functional>
 #include <limits>
 
-#include "lowering/complex_branch_cuts.h"
+#include "lowering/complex_math.h"
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
@@ -67,6 +67,11 @@ Rule binary(const std::string& op, bool with_alpha = false) {
   return foreach_rule([op, with_alpha](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
     Value x = operand(c, 0, i, t, s), y = operand(c, 1, i, t, s);
     if (with_alpha && c.has(2)) y = mul(c.b, y, operand(c, 2, i, t, s));
+    // The CPU adds other * alpha (alpha = 1 by default), a complex multiply: -inf + 0i becomes
+    // -inf + NaN i.
+    if (!(with_alpha && c.has(2)) && is_complex(t) && (op == "stablehlo.add" || op == "stablehlo.subtract")) {
+      y = times_complex_one(c.b, y);
+    }
     return hlo::binary(c.b, op, x, y);
   });
 }

@@ -601,3 +601,12 @@ def test_complex_inverse_functions_take_the_side_of_the_branch_cut_a_signed_zero
                      [complex(1.3, -0.7), complex(-3, 4), complex(inf, -0.0), complex(5.057, -0.0)], dtype=dtype)
     same_as_cpu(op, z)
     same_as_cpu(lambda t: op(t.conj()), z)
+
+
+def test_complex_foreach_add_of_a_scalar_multiplies_it_by_alpha_like_the_cpu():
+    # other * alpha with alpha = 1 is a complex multiply: -inf + 0i becomes -inf + NaN i.
+    z = torch.tensor([complex(-1.0, -2.0), complex(inf, 1), complex(0.5, -0.0)])
+    same_as_cpu(lambda t: torch._foreach_add([t, t[:2]], [-inf, 2.5]), z)
+    same_as_cpu(lambda t: torch._foreach_add([t], -inf), z)
+    same_as_cpu(lambda t: torch._foreach_sub([t], inf), z)
+    same_as_cpu(lambda t: torch._foreach_add([t], 1.5), z)

@@ -1,3 +1,6 @@
+// Complex arithmetic as PyTorch's CPU kernels do it where XLA's differs at signed zeros and
+// infinities.
+
 // Inverse trigonometric/hyperbolic functions of complex values on their branch cuts. XLA's
 // chlo.asin/acos/acosh/asinh ignore the sign of a zero part there (asin(2.5-0j) comes out as
 // 1.57+1.57j); PyTorch's CPU follows C99, where the signed zero picks the side of the cut. The
@@ -11,6 +14,16 @@
 #include "hlo/ops.h"
 
 namespace tpu::lowering {
+
+// v * (1 + 0i) by parts, as the CPU's complex multiply by a true bool or by alpha = 1: an
+// infinite part times the zero imaginary part is NaN (XLA folds a multiplication by one away).
+inline hlo::Value times_complex_one(hlo::Builder& b, hlo::Value v) {
+  hlo::Type rt(hlo::real_part(v.dtype()), v.shape());
+  hlo::Value re = b.emit1("stablehlo.real", {v}, rt), im = b.emit1("stablehlo.imag", {v}, rt);
+  hlo::Value zero = hlo::zeros(b, rt);
+  return b.emit1("stablehlo.complex", {hlo::sub(b, re, hlo::mul(b, im, zero)), hlo::add(b, hlo::mul(b, re, zero), im)},
+                 v.type);
+}
 
 inline hlo::Value complex_branch_cut_aware(hlo::Builder& b, const std::string& op, hlo::Value z) {
   using hlo::Value;
