@@ -101,6 +101,10 @@ KNOWN = [
     ("*var*", "silent mismatch", r".",
      "docs/limits.md 'var / std of float32 accumulate in float32' (checked only for float32 inputs "
      "holding values beyond 1e19, see `applies`)"),
+    ("*", "silent mismatch", r".",
+     "docs/limits.md 'CPU kernels that skip a non-contiguous out=': PyTorch's CPU gelu.out, "
+     "_log_softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten "
+     "(checked only for those ops with a non-contiguous out, see `applies`)"),
     ("linalg_inv*", "silent mismatch", r"result\[0\]",
      "docs/limits.md 'Inverses of singular or non-finite matrices' (checked only when an input "
      "has non-finite values, see `applies`)"),
@@ -143,6 +147,23 @@ def _has_duplicate_flat_indices(case) -> bool:
     return torch.remainder(index, n).unique().numel() < index.numel()
 
 
+# Ops whose CPU kernels were seen to leave a non-contiguous out= tensor unwritten.
+SKIPS_STRIDED_OUT = ("gelu", "_log_softmax", "log_sigmoid_forward")
+
+
+def _has_non_contiguous_out(case) -> bool:
+    import math
+    import torch
+    names = set(re.findall(r"\b(?:out\d?|output|buffer|grad_input)=(t\d+)", case.call))
+    for spec in case.tensors:
+        if spec.name in names:
+            ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+            exec(spec.line("dev"), ns)
+            if not ns[spec.name].is_contiguous():
+                return True
+    return False
+
+
 def _first_tensor_is_empty(case) -> bool:
     import math
     import torch
@@ -155,6 +176,8 @@ def _first_tensor_is_empty(case) -> bool:
 def applies(entry, case, detail="") -> bool:
     """Extra conditions an entry needs beyond its op/class/regex."""
     op_glob = entry[0]
+    if entry[3].startswith("docs/limits.md 'CPU kernels that skip a non-contiguous out='"):
+        return optable.base_name(case.op) in SKIPS_STRIDED_OUT and _has_non_contiguous_out(case)
     if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*"):
         return _first_tensor_is_empty(case)
     if op_glob == "put*":
