@@ -258,8 +258,10 @@ Advanced analyze(Builder& b, Value x, const std::vector<Value>& indices) {
                                                       : broadcast_shapes(a.bshape, indices[i].shape());
   }
   if (a.dims.empty()) throw NotLowerable("index without index tensors");
+  // Indices that broadcast to no element select nothing: the CPU checks none of their values.
+  bool selects_nothing = numel(a.bshape) == 0;
   for (size_t k = 0; k < raw.size(); ++k) {
-    Value v = wrap_index(b, raw[k], x.shape()[a.dims[k]]);
+    Value v = selects_nothing ? convert(b, raw[k], DType::S64) : wrap_index(b, raw[k], x.shape()[a.dims[k]]);
     a.index.push_back(broadcast_to(b, v, a.bshape));
   }
   for (size_t k = 1; k < a.dims.size(); ++k) a.consecutive &= a.dims[k] == a.dims[k - 1] + 1;

@@ -610,3 +610,12 @@ def test_complex_foreach_add_of_a_scalar_multiplies_it_by_alpha_like_the_cpu():
     same_as_cpu(lambda t: torch._foreach_add([t], -inf), z)
     same_as_cpu(lambda t: torch._foreach_sub([t], inf), z)
     same_as_cpu(lambda t: torch._foreach_add([t], 1.5), z)
+
+
+def test_indices_that_broadcast_to_nothing_are_not_range_checked_like_the_cpu():
+    x = torch.empty(1, 0)
+    idx = [torch.empty(1, 0, dtype=torch.int64), torch.tensor([0])]
+    same_as_cpu(lambda t, i, j: t.index_put_([i, j], torch.tensor(0.14)), x, *idx)
+    same_as_cpu(lambda t, i, j: t[i, j], x, *idx)
+    with pytest.raises(IndexError):
+        torch.zeros(2, 3, device="tpu")[torch.tensor([5], device="tpu"), torch.tensor([0], device="tpu")].cpu()
