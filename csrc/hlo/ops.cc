@@ -108,18 +108,6 @@ Value max(Builder& b, Value x, Value y) { return binary(b, "stablehlo.maximum", 
 Value min(Builder& b, Value x, Value y) { return binary(b, "stablehlo.minimum", x, y); }
 Value neg(Builder& b, Value x) { return unary(b, "stablehlo.negate", x); }
 
-Value complex_abs(Builder& b, Value z) {
-  Type rt(real_part(z.dtype()), z.shape());
-  Value re = b.emit1("stablehlo.real", {z}, rt), im = b.emit1("stablehlo.imag", {z}, rt);
-  auto is_inf = [&](Value x) { return compare(b, unary(b, "stablehlo.abs", x), constant(b, INFINITY, rt.dtype, rt.shape), "EQ"); };
-  auto is_nan = [&](Value x) { return compare(b, x, x, "NE"); };
-  Value any_inf = binary(b, "stablehlo.or", is_inf(re), is_inf(im));
-  Value any_nan = binary(b, "stablehlo.or", is_nan(re), is_nan(im));
-  Value r = b.emit1("stablehlo.abs", {z}, rt);
-  r = select(b, any_nan, constant(b, NAN, rt.dtype, rt.shape), r);
-  return select(b, any_inf, constant(b, INFINITY, rt.dtype, rt.shape), r);
-}
-
 Value convert(Builder& b, Value x, DType dtype) {
   if (x.dtype() == dtype) return x;
   // PyTorch converts to and from float8 through float (a double rounds twice, as in C++).

@@ -25,9 +25,6 @@ Value div(Builder& b, Value x, Value y);
 Value max(Builder& b, Value x, Value y);
 Value min(Builder& b, Value x, Value y);
 Value neg(Builder& b, Value x);
-// |z| of a complex z with C's hypot semantics, as PyTorch's CPU kernels: +inf if a part is
-// infinite, else NaN if a part is NaN (XLA's abs gives |re| * sqrt(2) for a NaN imaginary part).
-Value complex_abs(Builder& b, Value z);
 Value convert(Builder& b, Value x, DType dtype);  // no-op when already `dtype`
 Value bitcast_convert(Builder& b, Value x, DType dtype);
 // An f32 value rounded to a float8 type as PyTorch rounds it (float8.cc).

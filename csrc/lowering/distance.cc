@@ -121,6 +121,16 @@ Value euclidean_by_matmul(Builder& b, Value x1, Value x2) {
   return unary(b, "stablehlo.sqrt", max(b, r, zeros(b, r.type)));
 }
 
+// Refuses grad or a saved result not shaped as `want`: the CPU kernels read them with that layout
+// unchecked (out of bounds when smaller); autograd always passes that shape.
+void require_shape(const std::string& op, const std::string& name, const Value& v, const std::vector<int64_t>& want,
+                   const std::string& why) {
+  if (v.shape() != want) {
+    throw InvalidCall(op + ": " + name + " has shape " + shape_str(v.shape()) + ", expected " + shape_str(want) + " (" +
+                      why + ")");
+  }
+}
+
 void check_cdist(Value x1, Value x2, double p) {
   if (x1.rank() < 2) throw InvalidCall("cdist only supports at least 2D tensors, X1 got: " + std::to_string(x1.rank()) + "D");
   if (x2.rank() < 2) throw InvalidCall("cdist only supports at least 2D tensors, X2 got: " + std::to_string(x2.rank()) + "D");
@@ -165,17 +175,11 @@ std::vector<Value> cdist_backward(Context& c) {
   if (out.numel() == 0 || x2.type.numel() == 0) return {zeros(b, out)};
   require_dtype(x1.dtype() == DType::F32 || x1.dtype() == DType::F64, "cdist_backward", x1.dtype());
   std::vector<int64_t> batch = batch_shape(x1, x2);
-  // The CPU kernel reads grad and cdist as (batch, r1, r2) without a check (out of bounds for a
-  // smaller tensor); autograd always passes that shape, so anything else is refused.
-  std::vector<int64_t> want = batch;
+  std::vector<int64_t> want = batch;  // grad and cdist are (batch, r1, r2)
   want.insert(want.end(), {x1.shape()[x1.rank() - 2], x2.shape()[x2.rank() - 2]});
-  for (const auto& [name, v] : {std::pair<const char*, Value>{"grad", grad}, {"cdist", dist}}) {
-    if (v.shape() != want) {
-      throw InvalidCall(std::string("_cdist_backward: ") + name + " has shape " +
-                        shape_str(v.shape()) + ", expected " + shape_str(want) + " (the cdist of x1 " +
-                        shape_str(x1.shape()) + " and x2 " + shape_str(x2.shape()) + ")");
-    }
-  }
+  std::string why = "the cdist of x1 " + shape_str(x1.shape()) + " and x2 " + shape_str(x2.shape());
+  require_shape("_cdist_backward", "grad", grad, want, why);
+  require_shape("_cdist_backward", "cdist", dist, want, why);
   x1 = expand_rows(b, x1, batch);
   x2 = expand_rows(b, x2, batch);
   Value diff = pair_diff(b, x1, x2);
@@ -240,14 +244,10 @@ std::vector<Value> pdist_backward(Context& c) {
   check_pdist_rank(x);
   const Type& out = c.out();
   int64_t n = x.shape()[0], m = x.shape()[1];
-  // grad and pdist are pdist's result, one value per pair; the CPU kernel reads them so unchecked.
-  std::vector<int64_t> pairs{n * (n - 1) / 2};
-  for (const auto& [name, v] : {std::pair<const char*, Value>{"grad", grad}, {"pdist", dist}}) {
-    if (v.shape() != pairs) {
-      throw InvalidCall(std::string("_pdist_backward: ") + name + " has shape " + shape_str(v.shape()) + ", expected " +
-                        shape_str(pairs) + " (one value per pair of the " + std::to_string(n) + " rows)");
-    }
-  }
+  std::vector<int64_t> pairs{n * (n - 1) / 2};  // grad and pdist: one value per pair of rows
+  std::string why = "one value per pair of the " + std::to_string(n) + " rows";
+  require_shape("_pdist_backward", "grad", grad, pairs, why);
+  require_shape("_pdist_backward", "pdist", dist, pairs, why);
   if (n <= 1 || m == 0) return {zeros(b, out)};
   check_pdist_dtype(x, "pdist_backward");
   Value pos = pair_position(b, n, 0);

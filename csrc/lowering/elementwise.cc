@@ -14,12 +14,6 @@ using namespace hlo;
 // PyTorch computes float16/bfloat16 element-wise math in float32 and rounds once at the end.
 DType out_math(Context& c) { return opmath(c.out().dtype); }
 
-Value conjugate(Builder& b, Value z) {
-  Type rt(real_part(z.dtype()), z.shape());
-  Value re = b.emit1("stablehlo.real", {z}, rt), im = b.emit1("stablehlo.imag", {z}, rt);
-  return b.emit1("stablehlo.complex", {re, neg(b, im)}, z.type);
-}
-
 // Operand i converted to `dtype` and broadcast to the output shape.
 Value operand(Context& c, size_t i, DType dtype) {
   return cast_to(c.b, c.tensor(i), dtype, c.out().shape);

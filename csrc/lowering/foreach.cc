@@ -93,8 +93,7 @@ std::vector<Value> foreach_abs(Context& c) {
   for (size_t i = 0; i < n; ++i) {
     Value x = elem(c, 0, i);
     require_dtype(x.dtype() != DType::Pred, "abs_cpu", x.dtype());
-    Type real(is_complex(x.dtype()) ? (x.dtype() == DType::C64 ? DType::F32 : DType::F64) : x.dtype(), x.shape());
-    Value r = is_unsigned(x.dtype()) ? x : is_complex(x.dtype()) ? complex_abs(c.b, x) : c.b.emit1("stablehlo.abs", {x}, real);
+    Value r = is_unsigned(x.dtype()) ? x : is_complex(x.dtype()) ? complex_abs(c.b, x) : hlo::unary(c.b, "stablehlo.abs", x);
     out.push_back(cast_to(c.b, r, c.out_types[i].dtype, c.out_types[i].shape));
   }
   return out;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/complex_math.h"
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 

@@ -121,12 +121,12 @@ Rule backward_rule(bool reflect) {
     // first. The CPU checks only the padded widths and reads other dims unchecked.
     std::vector<int64_t> want = c.tensor(1).shape();
     const std::vector<int64_t>& pad = c.ints(2);
-    int64_t k = static_cast<int64_t>(pad.size() / 2), rank = static_cast<int64_t>(want.size());
-    if (rank != k + 1 && rank != k + 2) {  // the forward's check; the CPU backward misreads others
-      throw InvalidCall("padding backward expects a " + std::to_string(k + 1) + "-D or " + std::to_string(k + 2) +
+    int64_t dims = static_cast<int64_t>(pad.size() / 2), rank = static_cast<int64_t>(want.size());
+    if (rank != dims + 1 && rank != dims + 2) {  // the forward's check; the CPU backward misreads others
+      throw InvalidCall("padding backward expects a " + std::to_string(dims + 1) + "-D or " + std::to_string(dims + 2) +
                         "-D input, got " + shape_str(want));
     }
-    for (size_t k = 0; k + 1 < pad.size() && k / 2 < want.size(); k += 2) want[want.size() - 1 - k / 2] += pad[k] + pad[k + 1];
+    for (int64_t d = 0; d < dims; ++d) want[rank - 1 - d] += pad[2 * d] + pad[2 * d + 1];
     if (c.tensor(0).shape() != want) {
       throw InvalidCall("grad_output has shape " + shape_str(c.tensor(0).shape()) + ", expected " + shape_str(want) +
                         " (input " + shape_str(c.tensor(1).shape()) + " padded by " + shape_str(pad) + ")");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/complex_math.h"
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
 
