@@ -36,16 +36,10 @@ KNOWN = [
     ("_fused_*", "tpu-only raise", r"ValueError: .*has shape .*, its parameter",
      "docs/limits.md 'Fused optimizers with mis-shaped lists': we raise; the CPU kernel reads and "
      "writes out of bounds"),
-    ("*mm*", "silent mismatch", r".",
+    (("*mm*", "*mv*"), "silent mismatch", r".",
      "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
      "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
-    ("*mv*", "silent mismatch", r".",
-     "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
-     "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
-    ("*_copy*", "silent mismatch", r".",
-     "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
-     "(checked only when an input is an unfold/expand view, see `applies`)"),
-    ("*_scatter*", "silent mismatch", r".",
+    (("*_copy*", "*_scatter*"), "silent mismatch", r".",
      "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
      "(checked only when an input is an unfold/expand view, see `applies`)"),
     ("_cum*_helper*", "silent mismatch", r".",
@@ -94,17 +88,14 @@ KNOWN = [
     ("*", "tpu-only raise", r"dtype ComplexHalf is not supported on the tpu device",
      "docs/limits.md 'complex32 (ComplexHalf)': not a tpu dtype; an op whose result would be one "
      "raises TypeError"),
-    ("*div*", "silent mismatch", r".",
+    (("*div*", "*rsqrt*", "*reciprocal*"), "silent mismatch", r".",
      "docs/limits.md 'Complex division of non-finite values': XLA's complex divide follows C99 "
      "Annex G (an infinite part with a NaN beside it is an infinity); the CPU gives NaN (checked "
      "only for complex inputs holding inf/NaN, see `applies`)"),
-    ("*std*", "silent mismatch", r".",
-     "docs/limits.md 'var / std of float32 accumulate in float32' (checked only for float32 inputs "
-     "holding values beyond 1e19, see `applies`)"),
-    ("*var*", "silent mismatch", r".",
-     "docs/limits.md 'var / std of float32 accumulate in float32' (checked only for float32 inputs "
-     "holding values beyond 1e19, see `applies`)"),
-    ("*", "silent mismatch", r".",
+    (("*std*", "*var*", "native_*_norm*"), "silent mismatch", r".",
+     "docs/limits.md 'var / std of float32 accumulate in float32', also the statistics of layer, "
+     "group and batch norm (checked only for float32 inputs holding values beyond 1e19, see `applies`)"),
+    (("_log_softmax*", "gelu*", "log_sigmoid_forward*"), "silent mismatch", r".",
      "docs/limits.md 'CPU kernels that skip a non-contiguous out=': PyTorch's CPU gelu.out, "
      "_log_softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten "
      "(checked only for those ops with a non-contiguous out, see `applies`)"),
@@ -114,18 +105,9 @@ KNOWN = [
     ("linalg_inv*", "silent mismatch", r"result\[0\]",
      "docs/limits.md 'Inverses of singular or non-finite matrices' (checked only when an input "
      "has non-finite values, see `applies`)"),
-    ("native_*_norm*", "silent mismatch", r".",
-     "docs/limits.md 'var / std of float32 accumulate in float32': also the statistics of layer, "
-     "group and batch norm (checked only for float32 inputs holding values beyond 1e19, see `applies`)"),
     ("*_mean*", "silent mismatch", r"result\[1\]",
      "docs/limits.md 'The mean of var_mean / std_mean over an infinity' (checked only for inputs "
      "holding inf, see `applies`)"),
-    ("*rsqrt*", "silent mismatch", r".",
-     "docs/limits.md 'Complex division of non-finite values': 1/sqrt(z) divides by an infinity "
-     "(checked only for complex inputs holding inf/NaN, see `applies`)"),
-    ("*reciprocal*", "silent mismatch", r".",
-     "docs/limits.md 'Complex division of non-finite values' (checked only for complex inputs "
-     "holding inf/NaN, see `applies`)"),
     ("*convolution*", "silent mismatch", r".",
      "docs/limits.md 'Transposed convolutions with non-finite weights': the zeros between and "
      "around the input multiply every weight, so a NaN or inf weight reaches every output "
@@ -133,15 +115,10 @@ KNOWN = [
     ("_cdist_backward*", "tpu-only raise", r"_cdist_backward: (grad|cdist) has shape",
      "docs/limits.md '_cdist_backward with grad or cdist not shaped (batch, r1, r2)': we raise; "
      "the CPU kernel reads them out of bounds"),
-    ("linalg_solve_triangular*", "silent mismatch", r".",
-     "docs/limits.md 'torch.linalg.solve_triangular': below a ±inf the blocked solve gives NaN "
-     "(checked only when an input has non-finite values, see `applies`)"),
-    ("_cholesky_solve_helper*", "silent mismatch", r".",
-     "docs/limits.md 'torch.linalg.solve_triangular' (cholesky_solve is two such solves): below a ±inf the blocked solve gives NaN "
-     "(checked only when an input has non-finite values, see `applies`)"),
-    ("linalg_householder_product*", "silent mismatch", r".",
-     "docs/limits.md 'Linear algebra of non-finite inputs': which outputs become NaN differs from LAPACK's blocked reflectors "
-     "(checked only when an input has non-finite values, see `applies`)"),
+    (("linalg_solve_triangular*", "_cholesky_solve_helper*", "linalg_householder_product*"), "silent mismatch", r".",
+     "docs/limits.md 'torch.linalg.solve_triangular' and 'Linear algebra of non-finite inputs': below "
+     "a ±inf the blocked solve gives NaN, cholesky_solve is two such solves, and blocked reflectors "
+     "place NaN where LAPACK's do not (checked only when an input has non-finite values, see `applies`)"),
 ]
 
 
@@ -157,10 +134,6 @@ def _has_duplicate_flat_indices(case) -> bool:
     if n == 0 or index.numel() == 0:
         return False
     return torch.remainder(index, n).unique().numel() < index.numel()
-
-
-# Ops whose CPU kernels were seen to leave a non-contiguous out= tensor unwritten.
-SKIPS_STRIDED_OUT = ("gelu", "_log_softmax", "log_sigmoid_forward")
 
 
 def _has_non_contiguous_out(case) -> bool:
@@ -187,23 +160,22 @@ def _first_tensor_is_empty(case) -> bool:
 
 def applies(entry, case, detail="") -> bool:
     """Extra conditions an entry needs beyond its op/class/regex."""
-    op_glob = entry[0]
-    if entry[3].startswith("docs/limits.md 'CPU kernels that skip a non-contiguous out='"):
-        return optable.base_name(case.op) in SKIPS_STRIDED_OUT and _has_non_contiguous_out(case)
+    op_glob = globs(entry)[0]  # a row's first glob names it here
+    if op_glob == "_log_softmax*":  # the forward ops only, not their backwards
+        return optable.base_name(case.op) in ("_log_softmax", "gelu", "log_sigmoid_forward") and _has_non_contiguous_out(case)
     if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*"):
         return _first_tensor_is_empty(case)
     if op_glob == "put*":
         return "True" not in case.call and _has_duplicate_flat_indices(case)
     if op_glob == "gelu*":
         return any("inf" in t.base_code for t in case.tensors)
-    if op_glob.startswith("linalg_solve_triangular") or op_glob in (
-            "_fft_*", "linalg_inv*", "_cholesky_solve_helper*", "linalg_householder_product*"):
+    if op_glob in ("linalg_solve_triangular*", "_fft_*", "linalg_inv*"):
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
     if op_glob == "_cum*_helper*" and entry[1] == "silent mismatch":
         return bool(re.search(r",\s*-\d+\)$", case.call.strip() + ")"))
     if op_glob == "isin*":
         return "assume_unique=True" in case.call
-    if op_glob in ("*_copy*", "*_scatter*"):
+    if op_glob == "*_copy*":
         if optable.base_name(case.op) not in ("_foreach_copy", "slice_scatter", "select_scatter", "diagonal_scatter"):
             return False
         return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
@@ -215,22 +187,27 @@ def applies(entry, case, detail="") -> bool:
         return bool(weight and transposed and ("nan" in weight.base_code or "inf" in weight.base_code))
     if op_glob == "*_mean*":
         return optable.base_name(case.op) in ("std_mean", "var_mean") and any("inf" in t.base_code for t in case.tensors)
-    if op_glob in ("*std*", "*var*", "native_*_norm*"):
+    if op_glob == "*std*":
         names = ("std", "var", "std_mean", "var_mean", "native_layer_norm", "native_group_norm", "native_batch_norm")
         return optable.base_name(case.op) in names and any(
             "float32" in t.base_code and re.search(r"\de(19|[2-9]\d)", t.base_code) for t in case.tensors)
-    if op_glob in ("*div*", "*rsqrt*", "*reciprocal*"):  # a non-finite value may also be a scalar
+    if op_glob == "*div*":  # a non-finite value may also be a scalar
         return (any("complex" in t.base_code for t in case.tensors)
                 and any(s in text for text in [case.call] + [t.base_code for t in case.tensors] for s in ("nan", "inf")))
-    if op_glob in ("*pow*", "*mm*", "*mv*"):
+    if op_glob in ("*pow*", "*mm*"):
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
     return True
 
 
+def globs(entry):
+    """An entry's op globs: one string, or a tuple of them for one limit over several ops."""
+    return (entry[0],) if isinstance(entry[0], str) else entry[0]
+
+
 def known(case, result):
     for entry in KNOWN:
-        op_glob, cls, pattern, _reason = entry
-        if (result["cls"] == cls and fnmatch.fnmatch(case.op, op_glob)
+        _, cls, pattern, _reason = entry
+        if (result["cls"] == cls and any(fnmatch.fnmatch(case.op, g) for g in globs(entry))
                 and re.search(pattern, result["detail"]) and applies(entry, case, result["detail"])):
             return entry
     return None
