@@ -106,17 +106,18 @@ std::vector<Value> fft_c2c(Context& c) {
   check_dtype(x.dtype());
   const Type& out = c.out();
   if (empty(out)) return {zeros(b, out)};
-  x = convert(b, x, out.dtype);
+  DType t = complex_of(x.dtype());
+  x = convert(b, x, t);
   std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
   bool forward = c.bool_arg(3);
   double n = 1;
   for (int64_t d : dims) {
     int64_t len = x.shape()[d];
     n *= static_cast<double>(len);
-    x = fft1(b, x, d, forward ? "FFT" : "IFFT", len, out.dtype);
+    x = fft1(b, x, d, forward ? "FFT" : "IFFT", len, t);
   }
   double factor = norm_factor(c.int_arg(2), n) * (forward ? 1.0 : n);
-  return {scale(b, x, factor)};
+  return {convert(b, scale(b, x, factor), out.dtype)};
 }
 
 // _fft_r2c(self, dim, normalization, onesided)
@@ -125,20 +126,26 @@ std::vector<Value> fft_r2c(Context& c) {
   Value x = c.tensor(0);
   check_dtype(x.dtype());
   const Type& out = c.out();
-  if (empty(out)) return {zeros(b, out)};
-  std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
   bool onesided = c.bool_arg(3);
+  std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
+  // The CPU fills the two-sided spectrum's mirrored half in the out= tensor itself, a complex
+  // kernel (nothing to mirror: an empty result or a last dim of at most 2).
+  bool mirrors = !onesided && !empty(out) && x.shape()[dims.back()] > 2;
+  require_dtype(!mirrors || is_complex(out.dtype), "_fft_fill_with_conjugate_symmetry", out.dtype);
+  if (empty(out)) return {zeros(b, out)};
+  DType t = complex_of(x.dtype());
   double n = 1;
   for (int64_t d : dims) n *= static_cast<double>(x.shape()[d]);
   if (!onesided) {
-    x = convert(b, x, out.dtype);
-    for (int64_t d : dims) x = fft1(b, x, d, "FFT", x.shape()[d], out.dtype);
+    x = convert(b, x, t);
+    for (int64_t d : dims) x = fft1(b, x, d, "FFT", x.shape()[d], t);
   } else {
     int64_t last = dims.back();
-    x = fft1(b, x, last, "RFFT", x.shape()[last], out.dtype);
-    for (size_t i = 0; i + 1 < dims.size(); ++i) x = fft1(b, x, dims[i], "FFT", x.shape()[dims[i]], out.dtype);
+    x = fft1(b, x, last, "RFFT", x.shape()[last], t);
+    for (size_t i = 0; i + 1 < dims.size(); ++i) x = fft1(b, x, dims[i], "FFT", x.shape()[dims[i]], t);
   }
-  return {scale(b, x, norm_factor(c.int_arg(2), n))};
+  // The transform's own type, then out='s (a real out keeps the real parts, as the CPU's copy).
+  return {convert(b, scale(b, x, norm_factor(c.int_arg(2), n)), out.dtype)};
 }
 
 // _fft_c2r(self, dim, normalization, last_dim_size)
@@ -148,7 +155,7 @@ std::vector<Value> fft_c2r(Context& c) {
   check_dtype(x.dtype());
   const Type& out = c.out();
   if (empty(out)) return {zeros(b, out)};
-  DType ct = complex_of(out.dtype);
+  DType ct = complex_of(x.dtype());
   x = convert(b, x, ct);
   std::vector<int64_t> dims = fft_dims(c, 1, x.rank());
   int64_t last = dims.back();
@@ -182,8 +189,8 @@ std::vector<Value> fft_c2r(Context& c) {
   }
   im = select(b, drop, zeros(b, im.type), im);
   x = b.emit1("stablehlo.complex", {re, im}, x.type);
-  Value y = fft1(b, x, last, "IRFFT", length, out.dtype);
-  return {scale(b, y, norm_factor(c.int_arg(2), n) * n)};
+  Value y = fft1(b, x, last, "IRFFT", length, rt);
+  return {convert(b, scale(b, y, norm_factor(c.int_arg(2), n) * n), out.dtype)};
 }
 
 const Registrar registrar({

@@ -38,6 +38,44 @@ size_t list_size(Context& c, size_t a) {
   return n;
 }
 
+// PyTorch's promotion of two floating or complex types: the wider (bfloat16 with float16 is
+// float32), complex if either is.
+DType promote_floats(DType a, DType b) {
+  if (a == b) return a;
+  DType ra = real_part(a), rb = real_part(b);
+  DType r = ra == rb ? ra : (ra == DType::F64 || rb == DType::F64) ? DType::F64 : DType::F32;
+  if (!is_complex(a) && !is_complex(b)) return r;
+  return r == DType::F64 ? DType::C128 : DType::C64;
+}
+
+// The floating type element i is computed in, as torch.result_type of its operands: the
+// result's own type for lists of one dtype (the CPU's fused path), or a wider one where the
+// element's tensors differ (the CPU's per-tensor path: bfloat16 self with float64 tensor2 in
+// addcdiv_ divides in float64 and rounds into self once). A 0-d tensor among tensors with
+// dims does not widen (PyTorch's promotion priority); a Python scalar never does.
+DType element_type(Context& c, size_t i) {
+  DType result = c.out_types.at(i).dtype;
+  if (!is_float(result) && !is_complex(result)) return result;
+  DType dims = result, zero_dim = result;
+  bool any_dims = c.out_types.at(i).rank() > 0;
+  for (const Arg& a : c.args) {
+    if (a.is_wrapped_scalar) continue;
+    Value v = a.kind == Arg::Kind::TensorList ? (i < a.tensors.size() ? a.tensors[i] : Value{})
+              : a.kind == Arg::Kind::Tensor   ? a.tensor
+                                              : Value{};
+    if (!v.valid() || !(is_float(v.dtype()) || is_complex(v.dtype())) || is_float8(v.dtype())) continue;
+    if (v.rank() > 0) {
+      dims = promote_floats(dims, v.dtype());
+      any_dims = true;
+    } else {
+      zero_dim = promote_floats(zero_dim, v.dtype());
+    }
+  }
+  if (!any_dims) return zero_dim;
+  // A complex 0-d tensor still makes real tensors complex (category beats priority).
+  return is_complex(zero_dim) && !is_complex(dims) ? promote_floats(dims, DType::C64) : dims;
+}
+
 // Builds out_i = f(ctx, i, compute dtype, output shape), converted to out_types[i].
 using ElemFn = std::function<Value(Context&, size_t, DType, const std::vector<int64_t>&)>;
 Rule foreach_rule(ElemFn f, size_t list_arg = 0) {
@@ -46,19 +84,19 @@ Rule foreach_rule(ElemFn f, size_t list_arg = 0) {
     std::vector<Value> out;
     for (size_t i = 0; i < n; ++i) {
       const Type& t = c.out_types[i];
-      out.push_back(convert(c.b, f(c, i, opmath(t.dtype), t.shape), t.dtype));
+      out.push_back(convert(c.b, f(c, i, opmath(element_type(c, i)), t.shape), t.dtype));
     }
     return out;
   };
 }
 
-// Each operand is first rounded to the result's dtype, as the CPU (one add/mul/... per tensor,
+// Each operand is first rounded to the element's type, as the CPU (one add/mul/... per tensor,
 // TensorIterator casting inputs to the common dtype) does: a scalar -1.543 is -1.546875 for a
 // bfloat16 list. Then the math runs in `t`.
 Value operand(Context& c, size_t a, size_t i, DType t, const std::vector<int64_t>& shape) {
   Value x = elem(c, a, i);
-  DType result = c.out_types.at(i).dtype;
-  if (is_float(result) || is_complex(result)) x = convert(c.b, x, result);
+  DType common = element_type(c, i);
+  if (is_float(common) || is_complex(common)) x = convert(c.b, x, common);
   return cast_to(c.b, x, t, shape);
 }
 
@@ -106,13 +144,13 @@ Rule extreme(const std::string& op) {
   });
 }
 
-// (self, tensor1, tensor2, value | scalars): self + value * (tensor1 op tensor2)
+// (self, tensor1, tensor2, value | scalars): self + value * tensor1 op tensor2, in the CPU's
+// order (value * tensor1 first: with complex infinities the order decides inf vs NaN).
 Rule addc(bool divide) {
   return foreach_rule([divide](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
     Value x = operand(c, 0, i, t, s), a = operand(c, 1, i, t, s), d = operand(c, 2, i, t, s);
-    Value p = divide ? div(c.b, a, d) : mul(c.b, a, d);
-    if (c.has(3)) p = mul(c.b, p, operand(c, 3, i, t, s));
-    return add(c.b, x, p);
+    if (c.has(3)) a = mul(c.b, operand(c, 3, i, t, s), a);
+    return add(c.b, x, divide ? div(c.b, a, d) : mul(c.b, a, d));
   });
 }
 

@@ -193,7 +193,10 @@ std::vector<Value> mse_loss(Context& c) {
 std::vector<Value> mse_loss_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  DType acc = opmath(out);
+  // Integer operands are computed in their promoted integer type, the factor 2/n included
+  // (truncated), as the CPU kernel does; an out= of another dtype receives the converted result.
+  bool integral = is_integer(c.compute_dtype);
+  DType acc = integral ? c.compute_dtype : opmath(out);
   const auto& shape = c.out().shape;
   Value x = cast_to(b, c.tensor(1), acc, shape), y = cast_to(b, c.tensor(2), acc, shape);
   Value g = cast_to(b, c.tensor(0), acc, shape);
@@ -201,6 +204,7 @@ std::vector<Value> mse_loss_backward(Context& c) {
   // broadcast self to a larger gradient.
   int64_t n = c.tensor(1).type.numel();
   double k = c.int_arg(3) == 1 && n > 0 ? 2.0 / static_cast<double>(n) : 2.0;
+  if (integral) k = std::trunc(k);
   Value r = mul(b, mul(b, constant(b, k, acc, shape), sub(b, x, y)), g);
   return {convert(b, r, out)};
 }

@@ -95,7 +95,9 @@ std::vector<Value> weight_norm(Context& c) {
   Builder& b = c.b;
   Value v = c.tensor(0), g = c.tensor(1);
   int64_t dim = weight_norm_dim(v, g, c.int_arg(2));
-  // PyTorch's meta kernel gives a 1-D v norms of shape (1,), its CPU kernel (n,): the CPU runs it.
+  // PyTorch's meta kernel gives a 1-D v norms of shape (1,), its CPU kernel (n,): the CPU runs
+  // it, except an empty one (its kernel divides by v.size(0) = 0: SIGFPE).
+  if (v.rank() == 1 && v.type.numel() == 0) return {zeros(b, c.out(0)), zeros(b, c.out(1))};
   if (v.rank() == 1) throw NotLowerable("_weight_norm_interface of a 1-D v");
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc);
@@ -111,6 +113,7 @@ std::vector<Value> weight_norm_backward(Context& c) {
   Builder& b = c.b;
   Value gw = c.tensor(0), v = c.tensor(1), g = c.tensor(2), norms = c.tensor(3);
   int64_t dim = weight_norm_dim(v, g, c.int_arg(4));
+  if (v.rank() == 1 && v.type.numel() == 0) return {zeros(b, c.out(0)), zeros(b, c.out(1))};  // as above
   if (v.rank() == 1) throw NotLowerable("_weight_norm_interface_backward of a 1-D v");
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc), gwf = convert(b, gw, acc);

@@ -364,10 +364,12 @@ const Registrar registrar({
     {"any.dim", logical_reduce("or", 1)},
     {"any.dims", logical_reduce("or", 1)},
     {"any.all_out", logical_reduce("or", kNoDim)},
+    {"any.out", logical_reduce("or", 1)},  // any.dim's out= (the name alone would find `any`)
     {"all", logical_reduce("and", kNoDim)},
     {"all.dim", logical_reduce("and", 1)},
     {"all.dims", logical_reduce("and", 1)},
     {"all.all_out", logical_reduce("and", kNoDim)},
+    {"all.out", logical_reduce("and", 1)},
 });
 
 }  // namespace

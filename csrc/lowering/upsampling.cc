@@ -62,6 +62,11 @@ Taps linear_taps(int64_t in, int64_t out, bool align, bool has_scale, double sca
   t.k = 2;
   T sc = scale_of<T>(in, out, align, has_scale, scale);
   for (int64_t o = 0; o < out; ++o) {
+    if (out == in) {  // the CPU's compute_source_index_and_lambda copies, whatever the scale says
+      t.index.insert(t.index.end(), {o, o});
+      t.weight.insert(t.weight.end(), {1.0, 0.0});
+      continue;
+    }
     T src = align ? sc * static_cast<T>(o) : std::max(sc * (static_cast<T>(o) + T(0.5)) - T(0.5), T(0));
     // The CPU's guard_index_and_lambda: a source past the last input reads the last one with
     // weights (0, 1), so an inf there becomes 0 * inf + 1 * inf = NaN as on the CPU.

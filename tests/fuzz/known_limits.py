@@ -8,6 +8,8 @@ import re
 
 from . import optable
 
+OVERLAPPING_WRITE = r"^(result|t\d+ after the call)"
+
 KNOWN = [
     ("*", "silent mismatch", re.escape("[tpu at least as close to a float64 reference]"),
      "docs/limits.md 'bfloat16/float16 element-wise math and addmm-family ops compute in float32 and "
@@ -25,6 +27,20 @@ KNOWN = [
     ("_native_batch_norm_legit*", "dtype mismatch", r"result\[[12]\]: dtype torch\.(bfloat16|float16) on CPU, torch\.float32 on tpu",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': float32 save_mean/save_invstd for "
      "half-precision input"),
+    ("_native_batch_norm_legit*", "tpu-only raise", r"Expected out tensor to have dtype float, but got c10::(Half|BFloat16)",
+     "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': the out= overloads want float32 "
+     "save_mean/save_invstd outs for half-precision input"),
+    ("_convolution*", "tpu-only raise", r"Expected out tensor to have dtype",
+     "docs/limits.md '_convolution of an empty batch with weights of another dtype' (checked only for "
+     "an empty input, see `applies`)"),
+    (("adaptive_max_pool*_backward*", "max_pool*_with_indices_backward*"),
+     "silent mismatch", r".",
+     "docs/limits.md 'Max-pooling backwards with indices outside the plane': the CPU "
+     "kernels write through them unchecked, into other channels or out of bounds; ours drop them "
+     "(checked only when an integer input holds a negative or huge index, see `applies`)"),
+    ("_logcumsumexp*", "tpu-only raise", r"_logcumsumexp\.out: expected scalar_type \w+ but found",
+     "docs/limits.md '_logcumsumexp.out with an out of another dtype': we raise; the CPU kernel "
+     "writes the result's bytes into it unconverted"),
     ("*native_batch_norm*", "shape mismatch", r"result\[[12]\]: shape \(0,\) on CPU",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': save_mean/save_invstd of "
      "batch norm without training statistics are (C,) as the meta kernel says; the CPU returns (0,)"),
@@ -70,6 +86,13 @@ KNOWN = [
     ("unfold_backward*", "tpu-only raise", r"unfold_backward: grad has shape",
      "docs/limits.md 'unfold_backward with a grad not shaped like the unfold's result': autograd always "
      "passes that shape; the CPU kernel reads it unchecked"),
+    ("*", "silent mismatch", OVERLAPPING_WRITE,
+     "docs/limits.md 'Writes into a tensor whose elements overlap': which of two writes to one memory "
+     "location wins is the kernel's loop order on the CPU and unspecified here (checked only when the "
+     "differing tensor overlaps itself, see `applies`)"),
+    ("_masked_softmax*", "silent mismatch", r".",
+     "docs/limits.md '_masked_softmax of a non-contiguous input': the CPU kernel reads the input's "
+     "memory in contiguous order (checked only for such an input, see `applies`)"),
     ("put*", "silent mismatch", r".",
      "docs/limits.md 'put / put_ with duplicate indices and accumulate=False': PyTorch leaves which "
      "write wins undefined (checked only when the index has duplicates, see `applies`)"),
@@ -95,9 +118,10 @@ KNOWN = [
     (("*std*", "*var*", "native_*_norm*"), "silent mismatch", r".",
      "docs/limits.md 'var / std of float32 accumulate in float32', also the statistics of layer, "
      "group and batch norm (checked only for float32 inputs holding values beyond 1e19, see `applies`)"),
-    (("_log_softmax*", "gelu*", "log_sigmoid_forward*"), "silent mismatch", r".",
+    (("_log_softmax*", "gelu*", "log_sigmoid_forward*", "_softmax_backward_data*"), "silent mismatch", r".",
      "docs/limits.md 'CPU kernels that skip a non-contiguous out=': PyTorch's CPU gelu.out, "
-     "_log_softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten "
+     "_log_softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten, the "
+     "softmax backwards' outs get the result in contiguous order "
      "(checked only for those ops with a non-contiguous out, see `applies`)"),
     ("gelu*", "silent mismatch", r".",
      "docs/limits.md 'gelu(+inf)': NaN from the CPU's vectorized float32 kernel, inf from its "
@@ -136,17 +160,37 @@ def _has_duplicate_flat_indices(case) -> bool:
     return torch.remainder(index, n).unique().numel() < index.numel()
 
 
-def _has_non_contiguous_out(case) -> bool:
+def _is_contiguous(spec) -> bool:
     import math
     import torch
+    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+    exec(spec.line("dev"), ns)
+    return ns[spec.name].is_contiguous()
+
+
+def _overlaps_itself(spec) -> bool:
+    """Whether two elements of the tensor share memory (an unfold with step < size, an expand)."""
+    import math
+    import torch
+    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+    exec(spec.line("dev"), ns)
+    t = ns[spec.name]
+    if t.numel() == 0:
+        return False
+    where = torch.arange(t.untyped_storage().nbytes() // t.element_size()).as_strided(t.shape, t.stride(), t.storage_offset())
+    return where.unique().numel() < t.numel()
+
+
+def _written_tensor_overlaps(case, detail) -> bool:
+    """The differing tensor (`tN after the call`, or an out= behind `result`) overlaps itself."""
+    named = re.match(r"(t\d+) after the call", detail)
+    names = {named.group(1)} if named else set(re.findall(r"\b(?:out\d?|output|values|indices|grad_input)=(t\d+)", case.call))
+    return any(spec.name in names and _overlaps_itself(spec) for spec in case.tensors)
+
+
+def _has_non_contiguous_out(case) -> bool:
     names = set(re.findall(r"\b(?:out\d?|output|buffer|grad_input)=(t\d+)", case.call))
-    for spec in case.tensors:
-        if spec.name in names:
-            ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
-            exec(spec.line("dev"), ns)
-            if not ns[spec.name].is_contiguous():
-                return True
-    return False
+    return any(spec.name in names and not _is_contiguous(spec) for spec in case.tensors)
 
 
 def _first_tensor_is_empty(case) -> bool:
@@ -161,10 +205,18 @@ def _first_tensor_is_empty(case) -> bool:
 def applies(entry, case, detail="") -> bool:
     """Extra conditions an entry needs beyond its op/class/regex."""
     op_glob = globs(entry)[0]  # a row's first glob names it here
-    if op_glob == "_log_softmax*":  # the forward ops only, not their backwards
-        return optable.base_name(case.op) in ("_log_softmax", "gelu", "log_sigmoid_forward") and _has_non_contiguous_out(case)
-    if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*"):
+    if op_glob == "_log_softmax*":  # the named ops with a non-contiguous out only
+        names = ("_log_softmax", "gelu", "log_sigmoid_forward", "_log_softmax_backward_data", "_softmax_backward_data")
+        return optable.base_name(case.op) in names and _has_non_contiguous_out(case)
+    if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*", "_convolution*"):
         return _first_tensor_is_empty(case)
+    if entry[2] == OVERLAPPING_WRITE:
+        return _written_tensor_overlaps(case, detail)
+    if op_glob == "adaptive_max_pool*_backward*":
+        return any("torch.int64" in t.base_code and re.search(r"(\[|, )(-\d+|1000)(?=[,\]])", t.base_code)
+                   for t in case.tensors)
+    if op_glob == "_masked_softmax*":
+        return optable.base_name(case.op) == "_masked_softmax" and not _is_contiguous(case.tensors[0])
     if op_glob == "put*":
         return "True" not in case.call and _has_duplicate_flat_indices(case)
     if op_glob == "gelu*":

@@ -455,9 +455,10 @@ def test_mis_ranked_arguments_raise_instead_of_crashing():
         aten.unfold_backward(t(), [], -1, 5, 2)
     with pytest.raises(RuntimeError, match=r"unfold_backward: grad has shape \[2, 3\], expected \[3, 2\]"):
         aten.unfold_backward(t(2, 3), [4], 0, 2, 1)
-    # The CPU fallback's own kernels wrote out of bounds on these: refused before it runs.
-    with pytest.raises(RuntimeError, match=r"_fft_r2c.out: expected out tensor to have dtype ComplexFloat, but got Float"):
+    # The CPU's FFT writes a two-sided spectrum's mirrored half into out= itself, a complex kernel.
+    with pytest.raises(NotImplementedError, match=r'"_fft_fill_with_conjugate_symmetry" not implemented for \'Float\''):
         aten._fft_r2c.out(t(4, 4), [0], 0, False, out=t(0))
+    # The CPU fallback's own kernel wrote out of bounds on this: refused before it runs.
     with pytest.raises(RuntimeError, match=r"weight norm: g has 1 elements, expected v.size\(0\) = 7"):
         aten._weight_norm_interface.out(t(7, 4, 1), t(), 0, out0=t(0), out1=t(7, 4, 1))
     # Well-formed calls still match the CPU.
@@ -619,3 +620,117 @@ def test_indices_that_broadcast_to_nothing_are_not_range_checked_like_the_cpu():
     same_as_cpu(lambda t, i, j: t[i, j], x, *idx)
     with pytest.raises(IndexError):
         torch.zeros(2, 3, device="tpu")[torch.tensor([5], device="tpu"), torch.tensor([0], device="tpu")].cpu()
+
+
+@pytest.mark.parametrize("op,state_lists,kwargs", [
+    ("_fused_sgd", 1, dict(weight_decay=0.1, momentum=0.5, lr=0.1, dampening=0.2, nesterov=True,
+                           maximize=False, is_first_step=False)),
+    ("_fused_adamw", 3, dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=True,
+                             maximize=False)),
+    ("_fused_adagrad", 1, dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-8, maximize=False)),
+])
+def test_fused_optimizer_out_and_functional_overloads_leave_their_inputs_alone(op, state_lists, kwargs):
+    # The out= overload writes only `out` (its schema marks grads and state written, but the CPU's
+    # kernel updates copies); the functional one returns new lists. Both once gave the grads the
+    # new parameters (results routed to the written arguments in schema order) or ran on the CPU.
+    torch.manual_seed(0)
+    params, grads = [torch.randn(3, 2), torch.randn(5)], [torch.randn(3, 2), torch.randn(5)]
+    states = [[torch.rand(3, 2), torch.rand(5)] for _ in range(state_lists)]
+    steps = [[torch.tensor(3.0), torch.tensor(3.0)]] if op != "_fused_sgd" else []
+    scale = torch.tensor(1.5)
+    fn = getattr(aten, op)
+
+    def run(dev, overload):
+        ts = [[t.to(dev) for t in l] for l in [params, grads, *states, *steps]]
+        outs = [torch.zeros_like(t) for t in ts[0]]
+        if overload == "out":
+            fn.out(*ts, **kwargs, grad_scale=scale.to(dev), out=outs)
+            return ts, outs
+        return ts, fn(*ts, **kwargs, grad_scale=scale.to(dev))
+
+    before = fallbacks()
+    for overload in ("out", "functional"):
+        (want_in, want_out), (got_in, got_out) = run("cpu", overload), run("tpu", overload)
+        for w, g in zip(want_in, got_in):
+            torch.testing.assert_close([t.cpu() for t in g], w)
+        for w, g in zip(want_out if overload == "functional" else [want_out], got_out if overload == "functional" else [got_out]):
+            torch.testing.assert_close([t.cpu() for t in g], w)
+    assert fallbacks() == before, fallbacks()
+
+
+def test_integer_mse_loss_backward_truncates_the_mean_factor_like_the_cpu():
+    # int64 operands: the CPU computes in int64 with 2/n truncated (0 for n = 4), then converts
+    # to the float out=; we once computed 2/n * (x - y) * g in float.
+    g = torch.arange(-8, 8).reshape(4, 4)
+    x, y = torch.tensor([[3], [-1], [0], [5]]), torch.tensor([[1, -2, 4, 0]])
+    for reduction in (0, 1, 2):
+        same_as_cpu(lambda g, x, y: aten.mse_loss_backward.grad_input(g, x, y, reduction,
+                                                                      grad_input=torch.empty(0, device=g.device)), g, x, y)
+    same_as_cpu(lambda g, x, y: aten.mse_loss_backward(g, x, y, 1), g[:1, :1], x[:1], y[:, :1])
+
+
+@pytest.mark.parametrize("scale", [None, 1.719, -math.inf])
+def test_linear_upsampling_to_the_same_size_copies_whatever_the_scale(scale):
+    # The CPU copies when output and input sizes agree (taps (o, o), weights (1, 0)), ignoring
+    # scales_h; an inf becomes 1 * inf + 0 * inf = NaN there and nowhere else.
+    x = torch.tensor([[1., 2., 3.], [inf, 5., nan], [7., 8., -inf]], dtype=torch.float64)[None, None]
+    same_as_cpu(lambda x: aten.upsample_bilinear2d(x, [3, 3], False, scale, scale), x)
+    same_as_cpu(lambda x: aten.upsample_bilinear2d(x, [3, 5], False, scale, None), x)
+    same_as_cpu(lambda x: aten.upsample_linear1d(x[0], [3], True, scale), x)
+    g = torch.randn(1, 1, 3, 3, dtype=torch.float64)
+    same_as_cpu(lambda g: aten.upsample_bilinear2d_backward(g, [3, 3], [1, 1, 3, 3], False, scale, scale), g)
+
+
+def test_foreach_of_mixed_dtypes_computes_each_element_in_its_promoted_type():
+    # bfloat16 self, float16 tensor1, float64 tensor2: the CPU's per-tensor path divides in
+    # float64 and rounds into self once (-6.7387 -> -6.75); rounding the operands to bfloat16
+    # first gave -6.71875.
+    self = torch.tensor([-1.6796875, 0.5], dtype=torch.bfloat16)
+    t1, t2 = torch.tensor([1.896, -0.3], dtype=torch.float16), torch.tensor([0.3751, 3.0], dtype=torch.float64)
+
+    def f(a, b, c):
+        xs = [a.clone()]
+        aten._foreach_addcdiv_.ScalarList(xs, [b], [c], [-1])
+        return xs[0]
+    same_as_cpu(f, self, t1, t2)
+    same_as_cpu(lambda a, b: torch._foreach_add([a], [b])[0], self, t2)
+
+
+def test_foreach_addcmul_multiplies_the_value_into_tensor1_first():
+    # value * tensor1 * tensor2 as on the CPU: (2-2.078j) * (-2.411-inf j) then * 1.899 gave NaN.
+    x = torch.zeros(2, dtype=torch.complex64)
+    t1 = torch.tensor([2 - 2.078j, 0.926 + 0.214j], dtype=torch.complex64)
+    t2 = torch.tensor([complex(-2.411, -inf), complex(-inf, -2.444)], dtype=torch.complex64)
+    same_as_cpu(lambda a, b, c: torch._foreach_addcmul([a], [b], [c], [1.899])[0], x, t1, t2)
+    same_as_cpu(lambda a, b, c: torch._foreach_addcdiv([a], [b], [c], 0.5)[0], x, t1, t1 + 1)
+
+
+def test_masked_softmax_of_a_non_contiguous_input_follows_its_strides():
+    # PyTorch's CPU kernel reads such an input in memory order (docs/limits.md); the reference is
+    # the CPU's answer for the same values made contiguous.
+    x = torch.randn(4, 6, dtype=torch.float64).t()
+    m = torch.rand(6, 4) > 0.6
+    got = aten._masked_softmax(x.to("tpu"), m.to("tpu"), -1).cpu()
+    torch.testing.assert_close(got, aten._masked_softmax(x.contiguous(), m, -1), equal_nan=True)
+
+
+def test_fft_out_of_a_real_dtype_keeps_the_real_parts_like_the_cpu():
+    # PyTorch's meta kernel refuses the cast (so this ran on the CPU fallback, or raised); the CPU
+    # kernel computes in the transform's type and copies into out=.
+    x = torch.tensor([[-1e-30, -1.336], [2.53, -0.385], [1.029, 2.879], [0.963, 2.0]])
+    same_as_cpu(lambda v: aten._fft_r2c.out(v, [1], 4, True, out=torch.empty(0, device=v.device)), x)
+    same_as_cpu(lambda v: aten._fft_r2c.out(v, [0, 1], 0, False, out=torch.empty(4, 2, device=v.device)), x)
+    z = torch.randn(2, 4, 3, dtype=torch.complex64).conj()
+    same_as_cpu(lambda v: aten._fft_c2c.out(v, [0, 1, 2], 2, False, out=torch.empty(0, dtype=torch.float16, device=v.device)), z)
+    same_as_cpu(lambda v: aten._fft_c2c.out(v, [1], 0, True, out=torch.empty(0, dtype=torch.complex128, device=v.device)), z)
+    same_as_cpu(lambda v: aten._fft_c2r.out(v, [1], 0, 6, out=torch.empty(0, dtype=torch.float64, device=v.device)), z)
+
+
+def test_weight_norm_of_an_empty_1d_v_returns_empty_results():
+    # A 1-D v runs on the CPU kernel, which divides by v.size(0): SIGFPE for an empty one (the
+    # CPU itself dies on this call, so the expected values are written out).
+    e = torch.zeros(0, device="tpu")
+    w, norms = aten._weight_norm_interface(e, e, 0)
+    assert w.shape == (0,) and norms.shape == (1,)
+    gv, gg = aten._weight_norm_interface_backward(e, e, e, e, 0)
+    assert gv.shape == (0,) and gg.shape == (0,)

@@ -48,3 +48,38 @@ def test_isin_scalar_element():
     test = torch.tensor([1, 4, 9])
     assert torch.isin(4, test.to("tpu")).cpu().item() is True
     assert torch.isin(5, test.to("tpu")).cpu().item() is False
+
+
+def _non_out_args(schema):
+    return [a.name for a in schema.arguments if not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)]
+
+
+def test_every_out_overload_is_served_by_a_rule_with_its_arguments():
+    # rule_for serves `any.out` by name stripping: it once found `any` (no dim) and reduced every
+    # dim of any(x, dim, out=...). A rule for another overload must read the same leading arguments.
+    import torch_tpu
+
+    wrong = []
+    for op in torch_tpu._C._register_kernels():
+        name, _, overload = op.replace("aten::", "").partition(".")
+        rule = torch_tpu._C._rule_for(op)
+        if "out" not in overload or not rule or rule == f"{name}.{overload}":
+            continue
+        rule_name, _, rule_overload = rule.partition(".")
+        mine = _non_out_args(getattr(getattr(torch.ops.aten, name), overload)._schema)
+        try:
+            rule_schema = getattr(getattr(torch.ops.aten, rule_name), rule_overload or "default")._schema
+        except AttributeError:
+            continue  # a rule named for its meaning (bernoulli.float), not after an overload
+        theirs = [a.name for a in rule_schema.arguments]
+        if theirs[:len(mine)] != mine:
+            wrong.append((op, rule, mine, theirs))
+    assert not wrong, wrong
+
+
+def test_any_and_all_out_reduce_only_the_given_dim():
+    x = torch.tensor([[True, False, False], [False, False, False]])
+    check(lambda v: torch.any(v, 1, out=torch.empty(0, dtype=torch.bool, device=v.device)), x)
+    check(lambda v: torch.all(v, 0, out=torch.empty(0, dtype=torch.bool, device=v.device)), x)
+    empty = torch.zeros(0, 5, 7, dtype=torch.bool)
+    check(lambda v: torch.any(v, -2, out=torch.empty(0, 7, 5, dtype=torch.bool, device=v.device).transpose(1, 2)), empty)

@@ -110,6 +110,41 @@ c10::ScalarType self_dtype(const torch::jit::Stack& stack, size_t first) {
   return stack[first + 1].toTensor().scalar_type();
 }
 
+// The FFT out= overloads: PyTorch's meta kernel refuses a real out for a complex result (its
+// "safe cast" check) where the CPU kernel copies the real parts into it. The functional meta
+// kernel gives the result's shape; the out keeps its dtype (the rule converts).
+void fft_out_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  c10::DispatchKeySet meta(c10::DispatchKey::Meta);
+  if (op.schema().overload_name() != "out") {
+    op.redispatchBoxed(meta, stack);
+    return;
+  }
+  size_t num_args = op.schema().arguments().size();
+  at::Tensor out = stack->back().toTensor();
+  auto functional = c10::Dispatcher::singleton().findSchemaOrThrow(op.schema().name().c_str(), "");
+  torch::jit::Stack call(stack->end() - num_args, stack->end() - 1);
+  functional.redispatchBoxed(meta, &call);
+  out.resize_(call.at(0).toTensor().sizes());
+  torch::jit::drop(*stack, num_args);
+  stack->push_back(out);
+}
+
+// The fused optimizers have no meta kernels. Their functional overloads (what functionalization
+// makes of _fused_sgd_) return, for each list they update, new tensors shaped like it: return r
+// is argument r. The in-place and out= overloads return nothing; the rule checks their lists.
+void fused_optimizer_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  size_t num_args = op.schema().arguments().size();
+  size_t num_returns = op.schema().returns().size();
+  std::vector<c10::IValue> returns;
+  for (size_t r = 0; r < num_returns; ++r) {
+    std::vector<at::Tensor> list;
+    for (const at::Tensor& t : (*stack)[stack->size() - num_args + r].toTensorList().vec()) list.push_back(at::empty_like(t));
+    returns.emplace_back(std::move(list));
+  }
+  torch::jit::drop(*stack, num_args);
+  for (auto& v : returns) stack->push_back(std::move(v));
+}
+
 }  // namespace
 
 void check_float8_fill_values(const c10::OperatorHandle&, torch::jit::Stack* stack, size_t num_args) {
@@ -129,12 +164,13 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
   static const OpAdapter same_dtype_out{&check_out_dtype_is_self_dtype, false};
   static const OpAdapter random_bits{nullptr, true};
-  static const OpAdapter optimizer{nullptr, false, true};
+  static const OpAdapter optimizer{nullptr, false, true, nullptr, nullptr, &fused_optimizer_meta};
   static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
   static const OpAdapter threshold_grad{nullptr, false, false, nullptr, &promoted_grad_and_self};
   static const OpAdapter softmax_grad{nullptr, false, false, nullptr, &softmax_grad_dtype};
   static const OpAdapter self_typed_grad{nullptr, false, false, nullptr, &self_dtype};
   static const OpAdapter float8_fill{&check_float8_fill_values, false};
+  static const OpAdapter fft{nullptr, false, false, nullptr, nullptr, &fft_out_meta};
   static const OpAdapter scaled_mm{nullptr, false, false, nullptr, nullptr, &scaled_mm_meta};
   static const OpAdapter scaled_mm_v2{nullptr, false, false, nullptr, nullptr, &scaled_mm_v2_meta};
   static const std::map<std::string, const OpAdapter*> table{
@@ -159,6 +195,9 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_logcumsumexp", &same_dtype_out},
       {"aten::_softmax_backward_data", &softmax_grad},
       {"aten::_log_softmax_backward_data", &softmax_grad},
+      {"aten::_fft_r2c", &fft},
+      {"aten::_fft_c2r", &fft},
+      {"aten::_fft_c2c", &fft},
       {"aten::_scaled_mm", &scaled_mm},
       {"aten::_scaled_mm_v2", &scaled_mm_v2},
       {"aten::fill", &float8_fill},

@@ -187,8 +187,21 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   const auto& returns = schema.returns();
   out.returns_written_args = returns.empty();
   if (returns.empty()) {
-    for (size_t a = 0; a < schema.arguments().size(); ++a) {
-      if (is_write_arg(schema.arguments()[a])) add_written_arg(static_cast<int>(a));
+    const auto& args = schema.arguments();
+    bool has_out = !args.empty() && args.back().kwarg_only() && is_write_arg(args.back()) && args.back().name() == "out";
+    if (has_out && adapter != nullptr && adapter->runtime_floats) {
+      // A fused optimizer's out= overload (_fused_sgd.out): `out` receives the new parameters (the
+      // rule's first results); the grads and state lists its schema marks written keep their
+      // values, as the CPU's generated kernel updates copies of them.
+      int first_skipped = static_cast<int>(out.targets.size()) + add_written_arg(static_cast<int>(args.size() - 1));
+      for (size_t a = 0; a + 1 < args.size(); ++a) {
+        if (is_write_arg(args[a])) add_written_arg(static_cast<int>(a));
+      }
+      for (size_t t = first_skipped; t < out.targets.size(); ++t) out.targets[t].undefined = true;
+    } else {
+      for (size_t a = 0; a < args.size(); ++a) {
+        if (is_write_arg(args[a])) add_written_arg(static_cast<int>(a));
+      }
     }
   }
   for (size_t r = 0; r < returns.size(); ++r) {
