@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo quickstart test test-cpp test-python test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-parallel docs clean
+.PHONY: setup build demo quickstart test test-cpp test-python test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-projection bench-parallel docs clean
 
 setup: $(STAMP) build
 
@@ -105,6 +105,11 @@ bench-compile: setup
 # One denoising step of the SD3.5 / Qwen-Image transformers: eager, compiled, CPU, Inductor (issue 9).
 bench-diffusion: setup
 	$(PY) benchmarks/diffusion.py
+
+# The seed's headline (Qwen-Image 1024x1024 on v6e-4) projected from libtpu's cost analysis of
+# full-width 1- and 2-block graphs of the real model class (issue 9; about 10 min on 2 cores).
+bench-projection: setup
+	$(PY) benchmarks/qwen_image_projection.py
 
 # Prefill/decode tokens/s of ~10M and ~100M Qwen3/Qwen3.5 models vs PyTorch CPU (issue 8).
 # Tensor parallelism over 1/2/4 emulated chips: memory and traffic per rank (docs/parallel.md).

@@ -218,6 +218,7 @@ std::vector<Value> adaptive_avg_pool2d_backward(Context& c) {
     throw InvalidCall("adaptive_avg_pool2d_backward_out_cpu_template: Expected dimensions " + std::to_string(r) +
                       " for `grad_output` but got dimensions " + std::to_string(g.rank()));
   }
+  spatial::check_grad_leading_dims("adaptive_avg_pool2d_backward", g, x, 2);
   DType out = c.out().dtype;
   DType acc = opmath(out);
   if (c.out().numel() == 0 || g.type.numel() == 0) return {zeros(b, c.out())};

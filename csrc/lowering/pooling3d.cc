@@ -276,6 +276,7 @@ std::vector<Value> adaptive_avg_pool3d_backward(Context& c) {
     throw InvalidCall("adaptive_avg_pool3d_backward_out_cpu_template: Expected dimensions " + std::to_string(x.rank()) +
                       " for `gradOutput_` but got dimensions " + std::to_string(g.rank()));
   }
+  spatial::check_grad_leading_dims("adaptive_avg_pool3d_backward", g, x, 3);
   const Type& out = c.out();
   if (out.numel() == 0 || g.type.numel() == 0) return {zeros(b, out)};
   DType acc = opmath(out.dtype);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hlo/ops.h"
+#include "lowering/registry.h"
 
 namespace tpu::lowering::spatial {
 
@@ -156,6 +157,13 @@ Value adaptive_avg(Builder& b, Value x, const std::vector<int64_t>& os) {
     d = mul(b, d, window_sizes(b, x.shape()[dim], os[i], x.dtype(), y.shape(), dim));
   }
   return div(b, y, d);
+}
+
+void check_grad_leading_dims(const std::string& op, Value grad, Value self, int64_t spatial) {
+  const auto &g = grad.shape(), &x = self.shape();
+  if (g.size() == x.size() && std::equal(g.begin(), g.end() - spatial, x.begin())) return;
+  throw InvalidCall(op + ": grad_output has shape " + shape_str(g) + ", its leading dims must be self's " +
+                    shape_str(std::vector<int64_t>(x.begin(), x.end() - spatial)));
 }
 
 Value adaptive_avg_grad(Builder& b, Value g, const std::vector<int64_t>& in) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "hlo/builder.h"
@@ -51,5 +52,8 @@ int64_t adaptive_end(int64_t o, int64_t in, int64_t out);
 // (the gradient `g` spread back over an input of spatial sizes `in`), both by window sums.
 hlo::Value adaptive_avg(hlo::Builder& b, hlo::Value x, const std::vector<int64_t>& os);
 hlo::Value adaptive_avg_grad(hlo::Builder& b, hlo::Value g, const std::vector<int64_t>& in);
+// A pooling backward's grad_output must have self's batch and channel dims (all but the last
+// `spatial`): the CPU kernels read it with self's and go out of bounds otherwise.
+void check_grad_leading_dims(const std::string& op, hlo::Value grad, hlo::Value self, int64_t spatial);
 
 }  // namespace tpu::lowering::spatial

@@ -38,6 +38,9 @@ KNOWN = [
      "docs/limits.md 'Max-pooling backwards with indices outside the plane': the CPU "
      "kernels write through them unchecked, into other channels or out of bounds; ours drop them "
      "(checked only when an integer input holds a negative or huge index, see `applies`)"),
+    ("_adaptive_avg_pool*_backward*", "tpu-only raise", r"grad_output has shape .*, its leading dims must be self's",
+     "docs/limits.md 'Adaptive average pooling backward with a grad_output of other batch or channel dims': "
+     "we raise; the CPU kernels read it with self's dims, out of bounds"),
     ("_logcumsumexp*", "tpu-only raise", r"_logcumsumexp\.out: expected scalar_type \w+ but found",
      "docs/limits.md '_logcumsumexp.out with an out of another dtype': we raise; the CPU kernel "
      "writes the result's bytes into it unconverted"),

@@ -449,6 +449,11 @@ def test_mis_ranked_arguments_raise_instead_of_crashing():
         aten._adaptive_avg_pool3d_backward(t(3), torch.ones(4, dtype=torch.int64, device="tpu"))
     with pytest.raises(RuntimeError, match=r"Expected dimensions 4 for `gradOutput_` but got dimensions 2"):
         aten._adaptive_avg_pool3d_backward(t(2, 5), t(1, 2, 3, 4))
+    # Batch and channel dims other than self's: the CPU kernel read them out of bounds (double free).
+    with pytest.raises(RuntimeError, match=r"grad_output has shape \[7, 2, 3, 2\], its leading dims must be self's \[1, 2\]"):
+        aten._adaptive_avg_pool2d_backward(t(7, 2, 3, 2), t(1, 2, 3, 2))
+    with pytest.raises(RuntimeError, match=r"grad_output has shape \[3, 1, 1, 1\], its leading dims must be self's \[2\]"):
+        aten._adaptive_avg_pool3d_backward(t(3, 1, 1, 1), t(2, 4, 4, 4))
     with pytest.raises(RuntimeError, match=r"cholesky_solve: A must have at least 2 dimensions, got \[\]"):
         aten._cholesky_solve_helper(t(1, 7), t(), True)
     with pytest.raises(RuntimeError, match=r"unfold_backward: grad has shape \[\], expected \[5\]"):
