@@ -22,9 +22,11 @@ namespace {
 
 using namespace hlo;
 
+// The CPU's (MKL) kernels take float32/float64 and their complex types only; its error, raised
+// here: a fallback to that kernel crashed on an expanded bfloat16 input.
 void check_dtype(DType t) {
   if (t != DType::F32 && t != DType::F64 && t != DType::C64 && t != DType::C128) {
-    throw NotLowerable(std::string("fft of ") + mlir_name(t));
+    throw InvalidCall(std::string("MKL FFT doesn't support tensors of type: ") + torch_name(t));
   }
 }
 

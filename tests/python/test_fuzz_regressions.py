@@ -739,3 +739,20 @@ def test_weight_norm_of_an_empty_1d_v_returns_empty_results():
     assert w.shape == (0,) and norms.shape == (1,)
     gv, gg = aten._weight_norm_interface_backward(e, e, e, e, 0)
     assert gv.shape == (0,) and gg.shape == (0,)
+
+
+def test_fft_of_half_precision_raises_the_cpu_error_instead_of_reaching_its_kernel():
+    # The CPU fallback's kernel segfaulted on an expanded bfloat16 input (fuzz seed 1, 1213).
+    x = torch.tensor([1.0], dtype=torch.bfloat16, device="tpu").expand(4, 7)
+    with pytest.raises(RuntimeError, match="MKL FFT doesn't support tensors of type: BFloat16"):
+        aten._fft_r2c(x, [-2], -1, True)
+    with pytest.raises(RuntimeError, match="MKL FFT doesn't support tensors of type: Half"):
+        aten._fft_r2c(torch.ones(4, dtype=torch.float16, device="tpu"), [0], 0, False)
+
+
+def test_weight_norm_fallback_refuses_an_empty_v():
+    # An out= of another dtype runs the CPU kernel, which divided by zero (SIGFPE) on an empty v.
+    e = torch.zeros(0, 4, device="tpu")
+    with pytest.raises(RuntimeError, match=r"weight norm: v of shape \[0, 4\] has no elements"):
+        aten._weight_norm_interface.out(e, e, 0, out0=torch.empty(0, 4, dtype=torch.bfloat16, device="tpu"),
+                                        out1=torch.empty(0, device="tpu"))

@@ -39,6 +39,8 @@ void check_weight_norm_g(const torch::jit::Stack& stack, size_t first) {
   if (v.dim() == 0) return;
   int64_t d = dim < 0 ? dim + v.dim() : dim;
   if (d != 0 && d != v.dim() - 1) return;  // the kernel's own dim check raises
+  // Its kernels divide by v.size(dim) or by the other dims' product: SIGFPE for an empty v.
+  TORCH_CHECK(v.numel() > 0, "weight norm: v of shape ", v.sizes(), " has no elements");
   int64_t expected = v.size(d);
   TORCH_CHECK(g.numel() == expected, "weight norm: g has ", g.numel(), " elements, expected v.size(", d, ") = ",
               expected);
