@@ -209,6 +209,9 @@ std::vector<Value> convolution(Context& c) {
   if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16 && dt != DType::F64) {
     throw NotLowerable("convolution of a non-float dtype");
   }
+  // An empty result (the CPU returns one shaped like the input when it has no channels): nothing
+  // to compute, whatever the convolution's own shape would be.
+  if (c.out().numel() == 0) return {zeros(b, c.out())};
   w = convert(b, w, dt);
   // Half-precision operands accumulate into float32 (as the MXU does), the bias is added there
   // and the sum rounded once: the CPU rounds partial sums, we are at least as close.

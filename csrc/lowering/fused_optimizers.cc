@@ -54,13 +54,24 @@ struct Prologue {
   Value skip;      // found_inf == 1, broadcast to the element shape (or unset)
 };
 
+// grad_scale / found_inf as the CPU kernels read them: their first element, whatever their shape
+// (AMP passes 1-element tensors).
+Value first_element(Context& c, size_t a, const char* name) {
+  Value v = c.tensor(a);
+  int64_t n = v.type.numel();
+  if (n == 0) throw InvalidCall(std::string("fused optimizer: ") + name + " has no elements");
+  if (v.rank() == 0) return v;
+  Value flat = reshape(c.b, v, {n});
+  return reshape(c.b, n == 1 ? flat : slice(c.b, flat, {0}, {1}, {1}), {});
+}
+
 Prologue prologue(Context& c, Value grad, DType t, bool maximize, size_t grad_scale, size_t found_inf) {
   Prologue p;
   p.unscaled = convert(c.b, grad, t);
-  if (c.has(grad_scale)) p.unscaled = div(c.b, p.unscaled, scalar(c, c.tensor(grad_scale), p.unscaled));
+  if (c.has(grad_scale)) p.unscaled = div(c.b, p.unscaled, scalar(c, first_element(c, grad_scale, "grad_scale"), p.unscaled));
   p.grad = maximize ? hlo::unary(c.b, "stablehlo.negate", p.unscaled) : p.unscaled;
   if (c.has(found_inf)) {
-    Value inf = convert(c.b, c.tensor(found_inf), t);
+    Value inf = convert(c.b, first_element(c, found_inf, "found_inf"), t);
     // PyTorch's fused kernels (CPU and CUDA) skip the step only when found_inf == 1.
     p.skip = broadcast_in_dim(c.b, compare(c.b, reshape(c.b, inf, {}), constant(c.b, 1, t), "EQ"), p.grad.shape(), {});
   }

@@ -93,6 +93,9 @@ KNOWN = [
      "docs/limits.md 'Writes into a tensor whose elements overlap': which of two writes to one memory "
      "location wins is the kernel's loop order on the CPU and unspecified here (checked only when the "
      "differing tensor overlaps itself, see `applies`)"),
+    ("_fused_*", "silent mismatch", r".",
+     "docs/limits.md 'Fused optimizers with non-contiguous tensors': PyTorch's CPU kernels read every "
+     "list's memory in contiguous order (checked only when a tensor is not contiguous, see `applies`)"),
     ("_masked_softmax*", "silent mismatch", r".",
      "docs/limits.md '_masked_softmax of a non-contiguous input': the CPU kernel reads the input's "
      "memory in contiguous order (checked only for such an input, see `applies`)"),
@@ -102,7 +105,7 @@ KNOWN = [
     ("cum*", "tpu-only raise", r"Dimension out of range",
      "docs/limits.md 'Checks on empty inputs': the CPU skips the dim check for an empty input "
      "(checked only for empty inputs, see `applies`)"),
-    ("_adaptive_avg_pool*", "tpu-only raise", r"not implemented for",
+    (("_adaptive_avg_pool*", "_softmax*", "_log_softmax*"), "tpu-only raise", r"not implemented for",
      "docs/limits.md 'Checks on empty inputs': the CPU skips the dtype check for an empty input "
      "(checked only for empty inputs, see `applies`)"),
     ("native_dropout*", "dtype mismatch", r"result\[1\]: dtype torch\.\w+ on CPU, torch\.bool on tpu",
@@ -218,6 +221,8 @@ def applies(entry, case, detail="") -> bool:
     if op_glob == "adaptive_max_pool*_backward*":
         return any("torch.int64" in t.base_code and re.search(r"(\[|, )(-\d+|1000)(?=[,\]])", t.base_code)
                    for t in case.tensors)
+    if op_glob == "_fused_*" and entry[1] == "silent mismatch":
+        return not all(_is_contiguous(t) for t in case.tensors)
     if op_glob == "_masked_softmax*":
         return optable.base_name(case.op) == "_masked_softmax" and not _is_contiguous(case.tensors[0])
     if op_glob == "put*":

@@ -135,6 +135,17 @@ void fft_out_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void fused_optimizer_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t num_args = op.schema().arguments().size();
   size_t num_returns = op.schema().returns().size();
+  if (op.schema().overload_name().find("out") != std::string::npos) {
+    // out= receives the parameters: resized to their shapes, as the CPU's generated kernel does
+    // (the caller compares these meta sizes with the real outs).
+    std::vector<at::Tensor> params = (*stack)[stack->size() - num_args].toTensorList().vec();
+    std::vector<at::Tensor> outs = stack->back().toTensorList().vec();
+    TORCH_CHECK(outs.size() == params.size(), op.schema().name(), ": out has ", outs.size(), " tensors for ",
+                params.size(), " parameters");
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i].sizes() != params[i].sizes()) outs[i].resize_(params[i].sizes());
+    }
+  }
   std::vector<c10::IValue> returns;
   for (size_t r = 0; r < num_returns; ++r) {
     std::vector<at::Tensor> list;
