@@ -69,13 +69,12 @@ Rule bitwise_rule(const std::string& name, const std::string& op) {
   };
 }
 
-// add/sub with alpha: x op alpha * y. The CPU kernel casts alpha to the tensors' dtype first
-// (alpha 1.997 is 2.0 in bfloat16), then computes in float: so do we.
+// add/sub with alpha: x op alpha * y, alpha * y rounded as the CPU does (times_alpha).
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
     DType t = opmath(c.compute_dtype);
     Value x = operand(c, 0, t), y = operand(c, 1, t);
-    if (c.has(2)) y = mul(c.b, y, convert(c.b, operand(c, 2, c.compute_dtype), t));
+    if (c.has(2)) y = times_alpha(c.b, y, c.tensor(2), c.compute_dtype);
     Value r = round_to_common(c.b, binary(c.b, op, x, y), c.compute_dtype);
     return std::vector<Value>{convert(c.b, r, c.out().dtype)};
   };

@@ -100,8 +100,7 @@ std::vector<Value> rsub(Context& c) {
   Builder& b = c.b;
   DType t = opmath(c.compute_dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
-  // alpha in the tensors' dtype first, as the CPU kernel (see alpha_rule in elementwise.cc).
-  if (c.has(2)) x = mul(b, x, convert(b, operand(c, 2, c.compute_dtype), t));
+  if (c.has(2)) x = times_alpha(b, x, c.tensor(2), c.compute_dtype);
   // Rounded to the common dtype before a wider out= (as TensorIterator does).
   return {convert(b, convert(b, sub(b, y, x), c.compute_dtype), c.out().dtype)};
 }

@@ -104,7 +104,7 @@ Value operand(Context& c, size_t a, size_t i, DType t, const std::vector<int64_t
 Rule binary(const std::string& op, bool with_alpha = false) {
   return foreach_rule([op, with_alpha](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
     Value x = operand(c, 0, i, t, s), y = operand(c, 1, i, t, s);
-    if (with_alpha && c.has(2)) y = mul(c.b, y, operand(c, 2, i, t, s));
+    if (with_alpha && c.has(2)) y = times_alpha(c.b, y, elem(c, 2, i), element_type(c, i));
     // The CPU adds other * alpha (alpha = 1 by default), a complex multiply: -inf + 0i becomes
     // -inf + NaN i.
     if (!(with_alpha && c.has(2)) && is_complex(t) && (op == "stablehlo.add" || op == "stablehlo.subtract")) {

@@ -754,3 +754,16 @@ def test_weight_norm_fallback_refuses_an_empty_v():
     with pytest.raises(RuntimeError, match=r"weight norm: v of shape \[0, 4\] has no elements"):
         aten._weight_norm_interface.out(e, e, 0, out0=torch.empty(0, 4, dtype=torch.bfloat16, device="tpu"),
                                         out1=torch.empty(0, device="tpu"))
+
+
+def test_half_precision_add_sub_rsub_round_alpha_times_other_like_the_cpu():
+    # The CPU's BFloat16 arithmetic rounds alpha * other before adding: -1 + 1.088 * 2.59375 is
+    # 1.8125 there (the product 2.8166 rounds to 2.8125 first), 1.8203125 rounded once.
+    a = torch.tensor([-1.0, 0.10791015625, -2.5, 2.953125], dtype=torch.bfloat16)
+    b = torch.tensor([2.59375, 3.546875, -2.109375, -0.91015625], dtype=torch.bfloat16)
+    for dtype in (torch.bfloat16, torch.float16):
+        x, y = a.to(dtype), b.to(dtype)
+        same_as_cpu(lambda p, q: torch.add(p, q, alpha=1.088), x, y)
+        same_as_cpu(lambda p, q: torch.sub(p, q, alpha=-1.395), x, y)
+        same_as_cpu(lambda p, q: torch.rsub(p, q, alpha=-1.395), x, y)
+        same_as_cpu(lambda p, q: torch._foreach_add([p], [q], alpha=1.088)[0], x, y)
