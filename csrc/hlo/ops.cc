@@ -94,10 +94,36 @@ Value zeros(Builder& b, const Type& type) { return constant(b, 0, type.dtype, ty
 
 Value unary(Builder& b, const std::string& op, Value x) { return b.emit1(op, {x}, x.type); }
 
+namespace {
+
+// XLA's integer power reads only the exponent's low 32 bits (0 ** 2**40 gave 1). PyTorch's powi:
+// exponentiation by squaring over every bit (products wrap), and for a negative exponent 1 for
+// base 1, +-1 for base -1, else 0.
+Value integer_power(Builder& b, Value x, Value y) {
+  const Type& t = x.type;
+  auto k = [&](double v) { return constant(b, v, t.dtype, t.shape); };
+  Value one = k(1), zero = k(0);
+  Value result = one, base = x, e = y;
+  for (int i = 0; i < bit_width(t.dtype); ++i) {
+    Value bit = compare(b, b.emit1("stablehlo.and", {e, one}, t), zero, "NE");
+    result = select(b, bit, b.emit1("stablehlo.multiply", {result, base}, t), result);
+    base = b.emit1("stablehlo.multiply", {base, base}, t);
+    e = b.emit1("stablehlo.shift_right_logical", {e, one}, t);
+  }
+  if (is_unsigned(t.dtype)) return result;
+  Value odd = compare(b, b.emit1("stablehlo.and", {y, one}, t), zero, "NE");
+  Value negative = select(b, compare(b, x, one, "EQ"), one,
+                          select(b, compare(b, x, k(-1), "EQ"), select(b, odd, k(-1), one), zero));
+  return select(b, compare(b, y, zero, "LT"), negative, result);
+}
+
+}  // namespace
+
 Value binary(Builder& b, const std::string& op, Value x, Value y) {
   if (x.type != y.type) {
     throw std::logic_error(op + ": operand types differ: " + x.type.str() + " vs " + y.type.str());
   }
+  if (op == "stablehlo.power" && is_integer(x.dtype())) return integer_power(b, x, y);
   return b.emit1(op, {x, y}, x.type);
 }
 Value add(Builder& b, Value x, Value y) { return binary(b, "stablehlo.add", x, y); }

@@ -58,7 +58,7 @@ KNOWN = [
     (("*mm*", "*mv*"), "silent mismatch", r".",
      "docs/limits.md 'Complex matrix products of non-finite values': XLA's complex dot and the CPU's "
      "complex GEMM disagree on inf vs NaN (checked only for complex inputs holding inf/NaN, see `applies`)"),
-    (("*_copy*", "*_scatter*"), "silent mismatch", r".",
+    (("*_copy*", "*_scatter*", "copy"), "silent mismatch", r".",
      "docs/limits.md 'Copies of a self with internal overlap': the CPU's result aliases itself "
      "(checked only when an input is an unfold/expand view, see `applies`)"),
     ("_cum*_helper*", "silent mismatch", r".",
@@ -99,6 +99,9 @@ KNOWN = [
     ("_masked_softmax*", "silent mismatch", r".",
      "docs/limits.md '_masked_softmax of a non-contiguous input': the CPU kernel reads the input's "
      "memory in contiguous order (checked only for such an input, see `applies`)"),
+    (("index_put*", "_index_put_impl*"), "silent mismatch", r".",
+     "docs/limits.md 'index_put_ with repeated indices and accumulate=False': which value lands is "
+     "undefined in PyTorch (checked only when an index repeats a position, see `applies`)"),
     ("put*", "silent mismatch", r".",
      "docs/limits.md 'put / put_ with duplicate indices and accumulate=False': PyTorch leaves which "
      "write wins undefined (checked only when the index has duplicates, see `applies`)"),
@@ -166,6 +169,25 @@ def _has_duplicate_flat_indices(case) -> bool:
     return torch.remainder(index, n).unique().numel() < index.numel()
 
 
+def _index_put_writes_twice(case) -> bool:
+    """Whether an index tensor of index_put (accumulate=False) repeats a position of some dim of
+    self, negative indices wrapped: the destination then gets two values."""
+    import math
+    import torch
+    if not re.search(r"False\s*$", case.call.strip().rstrip(")")):
+        return False
+    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+    exec("; ".join(t.line("dev") for t in case.tensors), ns)
+    sizes = [n for n in ns[case.tensors[0].name].shape if n > 0]
+    for spec in case.tensors[1:]:
+        t = ns[spec.name]
+        if t.dtype != torch.int64 or t.numel() < 2:
+            continue
+        if any(torch.remainder(t.flatten(), n).unique().numel() < t.numel() for n in sizes):
+            return True
+    return False
+
+
 def _is_contiguous(spec) -> bool:
     import math
     import torch
@@ -225,6 +247,8 @@ def applies(entry, case, detail="") -> bool:
         return not all(_is_contiguous(t) for t in case.tensors)
     if op_glob == "_masked_softmax*":
         return optable.base_name(case.op) == "_masked_softmax" and not _is_contiguous(case.tensors[0])
+    if op_glob == "index_put*":
+        return _index_put_writes_twice(case)
     if op_glob == "put*":
         return "True" not in case.call and _has_duplicate_flat_indices(case)
     if op_glob == "gelu*":
@@ -236,7 +260,7 @@ def applies(entry, case, detail="") -> bool:
     if op_glob == "isin*":
         return "assume_unique=True" in case.call
     if op_glob == "*_copy*":
-        if optable.base_name(case.op) not in ("_foreach_copy", "slice_scatter", "select_scatter", "diagonal_scatter"):
+        if optable.base_name(case.op) not in ("_foreach_copy", "copy", "slice_scatter", "select_scatter", "diagonal_scatter"):
             return False
         return any(".unfold(" in t.view_code or ".expand(" in t.view_code for t in case.tensors)
     if op_glob == "*convolution*":

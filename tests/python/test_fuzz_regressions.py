@@ -767,3 +767,13 @@ def test_half_precision_add_sub_rsub_round_alpha_times_other_like_the_cpu():
         same_as_cpu(lambda p, q: torch.sub(p, q, alpha=-1.395), x, y)
         same_as_cpu(lambda p, q: torch.rsub(p, q, alpha=-1.395), x, y)
         same_as_cpu(lambda p, q: torch._foreach_add([p], [q], alpha=1.088)[0], x, y)
+
+
+def test_integer_pow_uses_every_bit_of_the_exponent():
+    # XLA's integer power read the exponent's low 32 bits: 0 ** 2**40 was 1 (fuzz seed 1, 473).
+    e = torch.tensor([-4, 0, 5, -1, 1099511627776, -4611686018427387904, 63, 64, 3])
+    for base in (0, 1, -1, 2, 3, -3, 7):
+        same_as_cpu(lambda t: torch.pow(base, t), e)
+    same_as_cpu(lambda t: torch._foreach_pow(False, [t])[0], e)
+    same_as_cpu(torch.pow, torch.arange(-5, 5), torch.arange(60, 70))
+    same_as_cpu(torch.pow, torch.arange(250, 256, dtype=torch.uint8), torch.arange(6, dtype=torch.uint8) + 14)
