@@ -158,7 +158,10 @@ Rule addc(bool divide) {
 Rule lerp() {
   return foreach_rule([](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
     Builder& b = c.b;
-    Value x = operand(c, 0, i, t, s), e = operand(c, 1, i, t, s), w = operand(c, 2, i, t, s);
+    Value x = operand(c, 0, i, t, s), e = operand(c, 1, i, t, s);
+    // A Python-number weight stays in the opmath type (the CPU's lerp kernel takes it as
+    // opmath_t): -3.846 is not rounded to bfloat16's -3.84375 first.
+    Value w = c.arg(2).is_wrapped_scalar ? cast_to(b, elem(c, 2, i), t, s) : operand(c, 2, i, t, s);
     Value diff = sub(b, e, x);
     Type real(real_part(t), s);  // |w| of a complex weight is real
     Value small = compare(b, b.emit1("stablehlo.abs", {w}, real), constant(b, 0.5, real.dtype, s), "LT");

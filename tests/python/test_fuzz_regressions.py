@@ -777,3 +777,12 @@ def test_integer_pow_uses_every_bit_of_the_exponent():
     same_as_cpu(lambda t: torch._foreach_pow(False, [t])[0], e)
     same_as_cpu(torch.pow, torch.arange(-5, 5), torch.arange(60, 70))
     same_as_cpu(torch.pow, torch.arange(250, 256, dtype=torch.uint8), torch.arange(6, dtype=torch.uint8) + 14)
+
+
+def test_foreach_lerp_keeps_a_number_weight_unrounded_like_torch_lerp():
+    # The weight -3.846 was rounded to bfloat16 (-3.84375) first: 0 -> 3 gave -11.5, not -11.5625.
+    torch.manual_seed(0)
+    x, e = (torch.randn(500) * 3).bfloat16(), (torch.randn(500) * 3).bfloat16()
+    for w in (-3.846, 0.3, 1.098):
+        same_as_cpu(lambda a, b: torch._foreach_lerp([a], [b], w)[0], x, e)
+    same_as_cpu(lambda a, b: torch._foreach_lerp([a], [b], [1.098])[0], x, e)
