@@ -204,13 +204,15 @@ std::vector<Value> log_sigmoid_backward(Context& c) {
   return one(c, r);
 }
 
-// threshold(self, threshold, value): x <= threshold ? value : x (in self's type, like the CPU,
-// which converts both scalars to it).
+// threshold(self, threshold, value): x <= threshold ? value : x, in self's type like the CPU:
+// an integer self truncates both scalars (value -1.549 gives -1, also into a floating out=);
+// a bfloat16/float16 one compares and selects in float32.
 std::vector<Value> threshold(Context& c) {
   require_real(c, "threshold");
   Builder& b = c.b;
-  DType t = math_type(c);
-  Value x = operand(c, 0, t), th = operand(c, 1, t), v = operand(c, 2, t);
+  DType self = c.tensor(0).dtype(), t = opmath(self);
+  auto scalar = [&](size_t i) { return is_float(self) ? operand(c, i, t) : convert(b, operand(c, i, self), t); };
+  Value x = operand(c, 0, t), th = scalar(1), v = scalar(2);
   return one(c, select(b, compare(b, x, th, "LE"), v, x));
 }
 

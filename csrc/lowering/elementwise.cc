@@ -246,7 +246,9 @@ std::vector<Value> softplus_backward(Context& c) {  // (grad, self, beta, thresh
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), beta = operand(c, 2, t), threshold = operand(c, 3, t);
   Value bx = mul(b, x, beta);
-  return {select(b, compare(b, bx, threshold, "GT"), g, mul(b, g, sigmoid(b, bx)))};
+  // The CPU's z / (z + 1) with z = exp(beta * x), not sigmoid: inf / inf is NaN there.
+  Value z = unary(b, "stablehlo.exponential", bx);
+  return {select(b, compare(b, bx, threshold, "GT"), g, mul(b, g, div(b, z, add(b, z, scalar_like(b, 1, z)))))};
 }
 
 std::vector<Value> threshold_backward(Context& c) {

@@ -20,7 +20,9 @@ Value as(Context& c, size_t i, DType t) { return convert(c.b, c.tensor(i), t); }
 // beta * self + alpha * product, with PyTorch's rule that beta == 0 ignores self entirely
 // (NaN/Inf in self must not propagate) and alpha == 1 / beta == 1 being exact.
 // Low-precision floats are combined in float32 and rounded once (opmath).
-Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t alpha_i) {
+// skip_at_zero_alpha: the CPU's BLAS path (addmm/addmv in float32/float64/complex) does not
+// read the product when alpha == 0, so an inf in mat stays out; its other kernels multiply.
+Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t alpha_i, bool skip_at_zero_alpha = false) {
   Builder& b = c.b;
   const Type out(opmath(c.out().dtype), c.out().shape);
   DType t = out.dtype;
@@ -30,7 +32,16 @@ Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t
                       " cannot be broadcast to the product's shape " + shape_str(out.shape));
   }
   Value self = cast_to(b, c.tensor(self_i), t, out.shape);
-  if (c.has(alpha_i)) product = mul(b, product, cast_to(b, c.tensor(alpha_i), t, out.shape));
+  if (c.has(alpha_i)) {
+    Value alpha = c.tensor(alpha_i);
+    product = mul(b, product, cast_to(b, alpha, t, out.shape));
+    DType d = c.out().dtype;
+    bool blas = d == DType::F32 || d == DType::F64 || is_complex(d);
+    if (skip_at_zero_alpha && blas) {
+      Value zero_alpha = broadcast_in_dim(b, compare(b, alpha, zeros(b, alpha.type), "EQ"), out.shape, {});
+      product = select(b, zero_alpha, zeros(b, out), product);
+    }
+  }
   if (!c.has(beta_i)) return add(b, self, product);
   Value beta = c.tensor(beta_i);
   Value beta_t = cast_to(b, beta, t, out.shape);
@@ -76,7 +87,8 @@ Rule scaled_product_rule(Product product, const char* name) {
   return [product, name](Context& c) {
     DType t = c.out().dtype;
     Value p = finish(c.b, product(c, 1, 2, product_dtype(t)), t);
-    return std::vector<Value>{scaled_sum(c, p, 0, 3, 4)};
+    bool blas = std::string(name) == "addmm" || std::string(name) == "addmv";
+    return std::vector<Value>{scaled_sum(c, p, 0, 3, 4, blas)};
   };
 }
 

@@ -127,9 +127,9 @@ KNOWN = [
     (("*std*", "*var*", "native_*_norm*"), "silent mismatch", r".",
      "docs/limits.md 'var / std of float32 accumulate in float32', also the statistics of layer, "
      "group and batch norm (checked only for float32 inputs holding values beyond 1e19, see `applies`)"),
-    (("_log_softmax*", "gelu*", "log_sigmoid_forward*", "_softmax_backward_data*"), "silent mismatch", r".",
+    (("_log_softmax*", "gelu*", "log_sigmoid_forward*", "_softmax*"), "silent mismatch", r".",
      "docs/limits.md 'CPU kernels that skip a non-contiguous out=': PyTorch's CPU gelu.out, "
-     "_log_softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten, the "
+     "_(log_)softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten, the "
      "softmax backwards' outs get the result in contiguous order "
      "(checked only for those ops with a non-contiguous out, see `applies`)"),
     ("gelu*", "silent mismatch", r".",
@@ -234,7 +234,8 @@ def applies(entry, case, detail="") -> bool:
     """Extra conditions an entry needs beyond its op/class/regex."""
     op_glob = globs(entry)[0]  # a row's first glob names it here
     if op_glob == "_log_softmax*":  # the named ops with a non-contiguous out only
-        names = ("_log_softmax", "gelu", "log_sigmoid_forward", "_log_softmax_backward_data", "_softmax_backward_data")
+        names = ("_log_softmax", "_softmax", "gelu", "log_sigmoid_forward", "_log_softmax_backward_data",
+                 "_softmax_backward_data")
         return optable.base_name(case.op) in names and _has_non_contiguous_out(case)
     if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*", "_convolution*"):
         return _first_tensor_is_empty(case)

@@ -786,3 +786,21 @@ def test_foreach_lerp_keeps_a_number_weight_unrounded_like_torch_lerp():
     for w in (-3.846, 0.3, 1.098):
         same_as_cpu(lambda a, b: torch._foreach_lerp([a], [b], w)[0], x, e)
     same_as_cpu(lambda a, b: torch._foreach_lerp([a], [b], [1.098])[0], x, e)
+
+
+def test_threshold_softplus_backward_and_zero_alpha_products_follow_the_cpu():
+    # threshold computes in self's type: an int64 self with value -1.549 gives -1, also into a
+    # bfloat16 out= (we gave -1.546875).
+    x = torch.tensor([[-3, 0, 2], [5, -1, 0]])
+    same_as_cpu(lambda v: torch.ops.aten.threshold.out(v, -0.0, -1.549, out=torch.empty(0, dtype=torch.bfloat16, device=v.device)), x)
+    same_as_cpu(lambda v: torch.threshold(v, 0.1, 2.5), torch.tensor([0.1000976, 0.05, 0.2], dtype=torch.bfloat16))
+    # softplus_backward is g * z / (z + 1) with z = exp(beta * x): inf / inf is NaN on the CPU.
+    same_as_cpu(lambda g, v: aten.softplus_backward(g, v, -2.877, nan), torch.ones(4), torch.tensor([-400.0, -1.0, 0.0, 3.0]))
+    # With alpha == 0 the CPU's BLAS (float32/float64 addmm, addmv) does not read the product;
+    # bfloat16 addmm and baddbmm (its own kernels) multiply, so an inf gives NaN there.
+    m = torch.tensor([[inf, 1.0], [1.0, 1.0]])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        s, mm, v = torch.ones(2, 2, dtype=dtype), m.to(dtype), torch.ones(2, dtype=dtype)
+        same_as_cpu(lambda a, b: torch.addmm(a, b, b, beta=2, alpha=0), s, mm)
+        same_as_cpu(lambda a, b, c: torch.addmv(a, b, c, beta=2, alpha=0), v, mm, v)
+        same_as_cpu(lambda a, b: torch.baddbmm(a[None], b[None], b[None], beta=2, alpha=0), s, mm)
