@@ -27,7 +27,11 @@ struct Channels {
 };
 
 Channels channels_of(const Value& x) {
-  if (x.rank() < 2) throw std::invalid_argument("batch_norm: expected at least 2-D input");
+  // The CPU kernel reads the channel count as input.size(1): its IndexError for a 1-D input.
+  if (x.rank() < 2) {
+    throw std::out_of_range("Dimension out of range (expected to be in range of [" + std::to_string(-std::max<int64_t>(x.rank(), 1)) +
+                            ", " + std::to_string(std::max<int64_t>(x.rank(), 1) - 1) + "], but got 1)");
+  }
   Channels ch;
   ch.channels = x.shape()[1];
   for (int64_t i = 0; i < x.rank(); ++i) {
@@ -70,7 +74,7 @@ std::vector<Value> native_batch_norm(Context& c) {
     mean = convert(b, c.tensor(3), acc);
     var = convert(b, c.tensor(4), acc);
   }
-  Value invstd = unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
+  Value invstd = training ? batch_norm_invstd(b, var, eps) : unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
   Value y = mul(b, sub(b, x, per_channel(mean)), per_channel(invstd));
   if (c.has(1)) y = mul(b, y, per_channel(convert(b, c.tensor(1), acc)));
   if (c.has(2)) y = add(b, y, per_channel(convert(b, c.tensor(2), acc)));

@@ -17,6 +17,15 @@ inline hlo::DType opmath(hlo::DType t) {
 
 // The float type that random draws and float factories compute in: f64 for f64, else f32
 // (also for integer and low-precision results).
+// Batch norm's training invstd as PyTorch's InvStd: 0 where var and eps are both 0 (a channel
+// of one value with eps = 0), else 1 / sqrt(var + eps).
+inline hlo::Value batch_norm_invstd(hlo::Builder& b, hlo::Value var, double eps) {
+  hlo::Value r = hlo::unary(b, "stablehlo.rsqrt", hlo::add(b, var, hlo::constant(b, eps, var.dtype(), var.shape())));
+  if (eps != 0) return r;
+  hlo::Value zero = hlo::zeros(b, var.type);
+  return hlo::select(b, hlo::compare(b, var, zero, "EQ"), zero, r);
+}
+
 inline hlo::DType float_opmath(hlo::DType t) { return t == hlo::DType::F64 ? hlo::DType::F64 : hlo::DType::F32; }
 
 // The constant `v` with x's dtype and shape.

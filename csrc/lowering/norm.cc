@@ -162,7 +162,11 @@ std::vector<Value> batch_norm(Context& c, int stats, bool training, double momen
   DType out = c.out(0).dtype;
   DType acc = opmath(out);
   Value x = convert(b, c.tensor(0), acc);
-  if (x.rank() < 2) throw std::invalid_argument("batch_norm: expected at least 2-D input");
+  // The CPU kernel reads the channel count as input.size(1): its IndexError for a 1-D input.
+  if (x.rank() < 2) {
+    throw std::out_of_range("Dimension out of range (expected to be in range of [" + std::to_string(-std::max<int64_t>(x.rank(), 1)) +
+                            ", " + std::to_string(std::max<int64_t>(x.rank(), 1) - 1) + "], but got 1)");
+  }
   int64_t channels = x.shape()[1];
   // torch.batch_norm's checks (the CPU kernels behind it make none and read out of bounds).
   auto check_size = [&](size_t arg, const char* name) {
@@ -200,7 +204,7 @@ std::vector<Value> batch_norm(Context& c, int stats, bool training, double momen
     mean = channel_arg(static_cast<size_t>(stats));
     var = channel_arg(static_cast<size_t>(stats) + 1);
   }
-  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
+  Value rstd = training ? batch_norm_invstd(b, var, eps) : unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
   Value y = mul(b, sub(b, x, per_channel(mean)), per_channel(rstd));
   if (c.has(1)) y = mul(b, y, per_channel(channel_arg(1)));
   if (c.has(2)) y = add(b, y, per_channel(channel_arg(2)));

@@ -190,7 +190,9 @@ std::pair<Value, Value> var_mean_impl(Context& c, Value x, const std::vector<int
   Value d = sub(b, x, expand_back(b, mean, x, dims));
   Value ss = reduce(b, mul(b, d, d), dims, "add");
   Value corr = c.has(2) ? convert(b, c.tensor(2), acc) : constant(b, 1, acc);
-  Value denom = max(b, sub(b, constant(b, static_cast<double>(n), acc), corr), constant(b, 0, acc));
+  // The CPU's std::max(0, N - correction): a NaN correction gives 0 (so inf), not NaN.
+  Value n_minus = sub(b, constant(b, static_cast<double>(n), acc), corr);
+  Value denom = select(b, compare(b, n_minus, constant(b, 0, acc), "GT"), n_minus, constant(b, 0, acc));
   Value var = div(b, ss, broadcast_in_dim(b, denom, ss.shape(), {}));
   return {var, mean};
 }

@@ -24,7 +24,7 @@ KNOWN = [
      "docs/limits.md 'Complex pow of non-finite values': XLA's complex power gives NaN where the "
      "CPU's vectorized exp(y*log(x)) gives signed zeros or infinities (checked only for complex "
      "inputs holding inf/NaN, see `applies`)"),
-    ("_native_batch_norm_legit*", "dtype mismatch", r"result\[[12]\]: dtype torch\.(bfloat16|float16) on CPU, torch\.float32 on tpu",
+    (("_native_batch_norm_legit*", "native_batch_norm"), "dtype mismatch", r"result\[[12]\]: dtype torch\.(bfloat16|float16) on CPU, torch\.float32 on tpu",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': float32 save_mean/save_invstd for "
      "half-precision input"),
     ("_native_batch_norm_legit*", "tpu-only raise", r"Expected out tensor to have dtype float, but got c10::(Half|BFloat16)",
@@ -41,6 +41,9 @@ KNOWN = [
     ("_adaptive_avg_pool*_backward*", "tpu-only raise", r"grad_output has shape .*, its leading dims must be self's",
      "docs/limits.md 'Adaptive average pooling backward with a grad_output of other batch or channel dims': "
      "we raise; the CPU kernels read it with self's dims, out of bounds"),
+    (("native_batch_norm*", "_native_batch_norm_legit*"), "tpu-only raise", r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)",
+     "docs/limits.md 'Batch norm of a 1-D input': PyTorch's CPU raises this for a contiguous 1-D input "
+     "and skips the check for an expanded one"),
     ("_logcumsumexp*", "tpu-only raise", r"_logcumsumexp\.out: expected scalar_type \w+ but found",
      "docs/limits.md '_logcumsumexp.out with an out of another dtype': we raise; the CPU kernel "
      "writes the result's bytes into it unconverted"),
@@ -96,6 +99,9 @@ KNOWN = [
     ("_fused_*", "silent mismatch", r".",
      "docs/limits.md 'Fused optimizers with non-contiguous tensors': PyTorch's CPU kernels read every "
      "list's memory in contiguous order (checked only when a tensor is not contiguous, see `applies`)"),
+    ("*", "silent mismatch", r"^result",
+     "docs/limits.md 'Integer inputs of math functions with a float64 out=': computed in float64; the "
+     "CPU computes in float32 and casts (checked only for an integer input and a float64 out=, see `applies`)"),
     ("_masked_softmax*", "silent mismatch", r".",
      "docs/limits.md '_masked_softmax of a non-contiguous input': the CPU kernel reads the input's "
      "memory in contiguous order (checked only for such an input, see `applies`)"),
@@ -138,8 +144,8 @@ KNOWN = [
     ("linalg_inv*", "silent mismatch", r"result\[0\]",
      "docs/limits.md 'Inverses of singular or non-finite matrices' (checked only when an input "
      "has non-finite values, see `applies`)"),
-    ("*_mean*", "silent mismatch", r"result\[1\]",
-     "docs/limits.md 'The mean of var_mean / std_mean over an infinity' (checked only for inputs "
+    (("*_mean*", "native_layer_norm*"), "silent mismatch", r"result\[1\]",
+     "docs/limits.md 'The mean of var_mean / std_mean over an infinity', also layer norm's saved mean (checked only for inputs "
      "holding inf, see `applies`)"),
     ("*convolution*", "silent mismatch", r".",
      "docs/limits.md 'Transposed convolutions with non-finite weights': the zeros between and "
@@ -239,6 +245,12 @@ def applies(entry, case, detail="") -> bool:
         return optable.base_name(case.op) in names and _has_non_contiguous_out(case)
     if op_glob in ("cum*", "_adaptive_avg_pool*", "native_dropout*", "_convolution*"):
         return _first_tensor_is_empty(case)
+    if entry[2] == r"^result" and op_glob == "*":
+        ints = re.compile(r"dtype=torch\.(u?int\d+|bool)\)")
+        f64_out = any(f"={t.name}" in case.call.replace(" ", "") and "torch.float64" in t.base_code for t in case.tensors)
+        return f64_out and bool(case.tensors) and bool(ints.search(case.tensors[0].base_code)) and \
+            all(not re.search(r"torch\.(float|bfloat|complex)", t.base_code) or f"={t.name}" in case.call.replace(" ", "")
+                for t in case.tensors)
     if entry[2] == OVERLAPPING_WRITE:
         return _written_tensor_overlaps(case, detail)
     if op_glob == "adaptive_max_pool*_backward*":
@@ -271,7 +283,8 @@ def applies(entry, case, detail="") -> bool:
         transposed = backward or re.search(r"\],\s*True,\s*\[", case.call)
         return bool(weight and transposed and ("nan" in weight.base_code or "inf" in weight.base_code))
     if op_glob == "*_mean*":
-        return optable.base_name(case.op) in ("std_mean", "var_mean") and any("inf" in t.base_code for t in case.tensors)
+        return optable.base_name(case.op) in ("std_mean", "var_mean", "native_layer_norm") and any(
+            "inf" in t.base_code for t in case.tensors)
     if op_glob == "*std*":
         names = ("std", "var", "std_mean", "var_mean", "native_layer_norm", "native_group_norm", "native_batch_norm")
         return optable.base_name(case.op) in names and any(
