@@ -47,6 +47,9 @@ KNOWN = [
     ("_logcumsumexp*", "tpu-only raise", r"_logcumsumexp\.out: expected scalar_type \w+ but found",
      "docs/limits.md '_logcumsumexp.out with an out of another dtype': we raise; the CPU kernel "
      "writes the result's bytes into it unconverted"),
+    ("_native_batch_norm_legit_functional*", "dtype mismatch", r"result\[[34]\]: dtype torch\.\w+ on CPU, torch\.float32 on tpu",
+     "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': the updated running statistics "
+     "have the input's statistics type, not the running tensors' own"),
     ("*native_batch_norm*", "shape mismatch", r"result\[[12]\]: shape \(0,\) on CPU",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': save_mean/save_invstd of "
      "batch norm without training statistics are (C,) as the meta kernel says; the CPU returns (0,)"),

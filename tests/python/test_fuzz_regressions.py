@@ -804,3 +804,18 @@ def test_threshold_softplus_backward_and_zero_alpha_products_follow_the_cpu():
         same_as_cpu(lambda a, b: torch.addmm(a, b, b, beta=2, alpha=0), s, mm)
         same_as_cpu(lambda a, b, c: torch.addmv(a, b, c, beta=2, alpha=0), v, mm, v)
         same_as_cpu(lambda a, b: torch.baddbmm(a[None], b[None], b[None], beta=2, alpha=0), s, mm)
+
+
+def test_batch_norm_invstd_var_correction_and_one_element_norms_follow_the_cpu():
+    # One value per channel with eps = 0: the CPU's InvStd is 0 (we gave inf, so NaN outputs).
+    x = torch.tensor([[1.0], [1.0]]).T
+    same_as_cpu(lambda v, w, bb: aten.native_batch_norm(v, w, bb, None, None, True, 0.1, 0.0), x, torch.tensor([2.0, 1.0]),
+                torch.tensor([2.414, 0.5]))
+    # A NaN correction divides by max(0, N - c) = 0 on the CPU: inf, not NaN.
+    same_as_cpu(lambda v: torch.std_mean(v, correction=nan), torch.tensor([[-2.5], [2.0], [2.85], [2.827]]))
+    # Norms over one element are |x| for every ord but 0 (NaN ord, overflowing x ** ord).
+    for p in (0, 2, 3.5, nan, 40.0):
+        same_as_cpu(lambda v: torch.linalg.vector_norm(v, p, [0]), torch.tensor([[3.716, -2.0], [1e30, 0.0]])[:1])
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)"):
+        aten.native_batch_norm(torch.ones(3, device="tpu"), None, None, torch.zeros(3, device="tpu"),
+                               torch.ones(3, device="tpu"), False, 0.1, 0.0)
