@@ -69,11 +69,17 @@ Rule bitwise_rule(const std::string& name, const std::string& op) {
   };
 }
 
-// add/sub with alpha: x op alpha * y, alpha * y rounded as the CPU does (times_alpha).
+// add/sub with alpha: x op alpha * y, alpha as the CPU uses it (times_alpha). Operands are in
+// the common dtype first: a Python number added to bfloat16 is rounded to bfloat16 (2.47 is
+// 2.46875), as TensorIterator casts it.
+Value common_operand(Context& c, size_t i, DType t) {
+  return convert(c.b, operand(c, i, c.compute_dtype), t);
+}
+
 Rule alpha_rule(const std::string& op) {
   return [op](Context& c) {
     DType t = opmath(c.compute_dtype);
-    Value x = operand(c, 0, t), y = operand(c, 1, t);
+    Value x = common_operand(c, 0, t), y = common_operand(c, 1, t);
     if (c.has(2)) y = times_alpha(c.b, y, c.tensor(2), c.compute_dtype);
     Value r = round_to_common(c.b, binary(c.b, op, x, y), c.compute_dtype);
     return std::vector<Value>{convert(c.b, r, c.out().dtype)};

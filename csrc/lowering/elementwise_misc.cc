@@ -99,7 +99,8 @@ std::vector<Value> signbit(Context& c) {
 std::vector<Value> rsub(Context& c) {
   Builder& b = c.b;
   DType t = opmath(c.compute_dtype);
-  Value x = operand(c, 0, t), y = operand(c, 1, t);
+  // In the common dtype first, as alpha_rule (elementwise.cc): a number is rounded to bfloat16.
+  Value x = convert(b, operand(c, 0, c.compute_dtype), t), y = convert(b, operand(c, 1, c.compute_dtype), t);
   if (c.has(2)) x = times_alpha(b, x, c.tensor(2), c.compute_dtype);
   // Rounded to the common dtype before a wider out= (as TensorIterator does).
   return {convert(b, convert(b, sub(b, y, x), c.compute_dtype), c.out().dtype)};

@@ -36,14 +36,13 @@ inline hlo::Value scalar_like(hlo::Builder& b, double v, const hlo::Value& x) {
 // maximum/minimum with PyTorch's NaN rule: a NaN in either operand gives NaN
 // (stablehlo.maximum on XLA:CPU keeps only the first operand's NaN). `op` is
 // "stablehlo.maximum" or "stablehlo.minimum"; same-typed operands.
-// alpha * y as PyTorch's CPU add/sub/rsub compute it: alpha (a 0-d value) cast to the tensors'
-// dtype `common` first (1.997 is 2.0 in bfloat16), the product in y's type, rounded to `common`
-// when that is bfloat16/float16 (BFloat16 arithmetic rounds each operation).
+// alpha * y as PyTorch's CPU add/sub/rsub compute it on contiguous tensors (its vectorized
+// path): alpha cast to the tensors' dtype `common` first (1.997 is 2.0 in bfloat16), then the
+// product and the sum in y's (float) type, rounded once. (Its scalar loop over non-contiguous
+// bfloat16/float16 tensors also rounds the product: docs/limits.md.)
 inline hlo::Value times_alpha(hlo::Builder& b, hlo::Value y, hlo::Value alpha, hlo::DType common) {
-  hlo::DType t = y.dtype();
-  hlo::Value a = hlo::broadcast_in_dim(b, hlo::convert(b, hlo::convert(b, alpha, common), t), y.shape(), {});
-  hlo::Value p = hlo::mul(b, y, a);
-  return t != common && !hlo::is_complex(t) ? hlo::convert(b, hlo::convert(b, p, common), t) : p;
+  hlo::Value a = hlo::broadcast_in_dim(b, hlo::convert(b, hlo::convert(b, alpha, common), y.dtype()), y.shape(), {});
+  return hlo::mul(b, y, a);
 }
 
 inline hlo::Value nan_propagating(hlo::Builder& b, const std::string& op, hlo::Value x, hlo::Value y) {

@@ -105,6 +105,10 @@ KNOWN = [
     ("*", "silent mismatch", r"^result",
      "docs/limits.md 'Integer inputs of math functions with a float64 out=': computed in float64; the "
      "CPU computes in float32 and casts (checked only for an integer input and a float64 out=, see `applies`)"),
+    (("add*", "sub*", "rsub*", "_foreach_add*", "_foreach_sub*"), "silent mismatch", r".",
+     "docs/limits.md 'bfloat16/float16 add/sub with alpha': the CPU's scalar loop (strided tensors, "
+     "tails after its vector blocks) rounds alpha * other first, its vector loop does not, and ours "
+     "never does (checked only for half-precision inputs and an alpha, see `applies`)"),
     ("_masked_softmax*", "silent mismatch", r".",
      "docs/limits.md '_masked_softmax of a non-contiguous input': the CPU kernel reads the input's "
      "memory in contiguous order (checked only for such an input, see `applies`)"),
@@ -266,6 +270,8 @@ def applies(entry, case, detail="") -> bool:
                    for t in case.tensors)
     if op_glob == "_fused_*" and entry[1] == "silent mismatch":
         return not all(_is_contiguous(t) for t in case.tensors)
+    if op_glob == "add*":
+        return "alpha=" in case.call and any(re.search(r"dtype=torch\.(bfloat16|float16)\)", t.base_code) for t in case.tensors)
     if op_glob == "_masked_softmax*":
         return optable.base_name(case.op) == "_masked_softmax" and not _is_contiguous(case.tensors[0])
     if op_glob == "index_put*":

@@ -136,10 +136,23 @@ class Pool:
             # A death may be damage an earlier case's CPU kernel left: retry once in a fresh worker.
         return None, "the CPU run alone " + why
 
+    def fresh_tpu(self):
+        """Restart the tpu worker: a CPU fallback there may have run the kernel that just
+        corrupted the CPU worker's memory, and the damage would surface in a later case."""
+        if self.tpu is not None:
+            self.tpu.kill()
+            self.tpu = None
+
     def case(self, index):
         cpu, why = self.reference(index)
         if cpu is None and why and not why.startswith("the CPU run"):
             return {"cls": classify.GEN_ERROR, "detail": why}
+        res = self._tpu_half(index, cpu, why)
+        if cpu is None and why:
+            self.fresh_tpu()  # the CPU kernel died on this case; the tpu worker may have run it
+        return res
+
+    def _tpu_half(self, index, cpu, why):
         res, tpu_why = self._ask("tpu", json.dumps({"seed": self.seed, "index": index, "cpu": cpu,
                                                     "cpu_detail": why}))
         if res is None:

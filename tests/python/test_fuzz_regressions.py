@@ -756,17 +756,20 @@ def test_weight_norm_fallback_refuses_an_empty_v():
                                         out1=torch.empty(0, device="tpu"))
 
 
-def test_half_precision_add_sub_rsub_round_alpha_times_other_like_the_cpu():
-    # The CPU's BFloat16 arithmetic rounds alpha * other before adding: -1 + 1.088 * 2.59375 is
-    # 1.8125 there (the product 2.8166 rounds to 2.8125 first), 1.8203125 rounded once.
-    a = torch.tensor([-1.0, 0.10791015625, -2.5, 2.953125], dtype=torch.bfloat16)
-    b = torch.tensor([2.59375, 3.546875, -2.109375, -0.91015625], dtype=torch.bfloat16)
+def test_half_precision_add_sub_rsub_with_alpha_and_numbers_match_the_cpus_vectorized_path():
+    # alpha is rounded to bfloat16 (1.088 -> 1.0859375), alpha * other is not (the CPU's
+    # vectorized loop; its scalar loop, for tails and strided tensors, rounds it: docs/limits.md),
+    # and a Python number is rounded to bfloat16 (2.47 -> 2.46875) before the sum.
+    torch.manual_seed(0)
     for dtype in (torch.bfloat16, torch.float16):
-        x, y = a.to(dtype), b.to(dtype)
-        same_as_cpu(lambda p, q: torch.add(p, q, alpha=1.088), x, y)
-        same_as_cpu(lambda p, q: torch.sub(p, q, alpha=-1.395), x, y)
-        same_as_cpu(lambda p, q: torch.rsub(p, q, alpha=-1.395), x, y)
-        same_as_cpu(lambda p, q: torch._foreach_add([p], [q], alpha=1.088)[0], x, y)
+        a, b = (torch.randn(2048) * 3).to(dtype), (torch.randn(2048) * 3).to(dtype)
+        same_as_cpu(lambda p, q: torch.add(p, q, alpha=1.088), a, b)
+        same_as_cpu(lambda p, q: torch.sub(p, q, alpha=-1.395), a, b)
+        same_as_cpu(lambda p, q: torch.rsub(p, q, alpha=-1.395), a, b)
+        same_as_cpu(lambda p, q: torch.sub(p, q, alpha=-0.757), a, torch.tensor(-2.5, dtype=dtype))
+        same_as_cpu(lambda p: torch.add(p, 2.47, alpha=1.088), a)
+        same_as_cpu(lambda p: p - 0.333, a)
+        same_as_cpu(lambda p: 0.333 - p, a)
 
 
 def test_integer_pow_uses_every_bit_of_the_exponent():
