@@ -822,3 +822,12 @@ def test_batch_norm_invstd_var_correction_and_one_element_norms_follow_the_cpu()
     with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)"):
         aten.native_batch_norm(torch.ones(3, device="tpu"), None, None, torch.zeros(3, device="tpu"),
                                torch.ones(3, device="tpu"), False, 0.1, 0.0)
+
+
+def test_embedding_backward_fallback_checks_indices_before_the_cpu_kernel_counts_them():
+    # An out= of another dtype takes the CPU fallback; with scale_grad_by_freq its kernel counted
+    # index 6 in a 1-long buffer (heap corruption, a malloc abort cases later: fuzz seed 1, 15966).
+    grad = torch.ones(7, 7, dtype=torch.int32, device="tpu")
+    idx = torch.tensor([2, 1, 5, 4, 6, 5, 0], device="tpu")
+    with pytest.raises(IndexError, match="index 6 is out of range for num_weights 1"):
+        aten.embedding_dense_backward.out(grad, idx, 1, 4, True, out=torch.empty(0, dtype=torch.float16, device="tpu"))

@@ -46,6 +46,20 @@ void check_weight_norm_g(const torch::jit::Stack& stack, size_t first) {
               expected);
 }
 
+// embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq): with
+// scale_grad_by_freq the CPU kernel counts indices in a num_weights-long buffer unchecked (heap
+// corruption for an index out of range, seen as a later malloc abort).
+void check_embedding_backward_indices(const std::string& label, const torch::jit::Stack& stack, size_t first) {
+  if (!stack[first + 4].toBool()) return;
+  const at::Tensor& indices = stack[first + 1].toTensor();
+  if (indices.numel() == 0) return;
+  int64_t num_weights = stack[first + 2].toInt();
+  at::Tensor host = indices.to(at::kCPU, at::kLong);
+  int64_t lo = host.min().item<int64_t>(), hi = host.max().item<int64_t>();
+  TORCH_CHECK_INDEX(lo >= 0 && hi < num_weights, label, ": index ", lo < 0 ? lo : hi,
+                    " is out of range for num_weights ", num_weights);
+}
+
 }  // namespace
 
 void check_before_cpu_fallback(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
@@ -56,6 +70,10 @@ void check_before_cpu_fallback(const c10::OperatorHandle& op, const torch::jit::
   if (name.overload_name == "out" &&
       (name.name == "aten::_fft_r2c" || name.name == "aten::_fft_c2r" || name.name == "aten::_fft_c2c")) {
     check_fft_out_dtype(label, name.name, stack, first, count);
+    return;
+  }
+  if (name.name == "aten::embedding_dense_backward") {
+    check_embedding_backward_indices(label, stack, first);
     return;
   }
   if (name.name == "aten::_weight_norm_interface") {
