@@ -173,15 +173,22 @@ KNOWN = [
 ]
 
 
-def _has_duplicate_flat_indices(case) -> bool:
-    """Whether put's index (argument 1) names one element of self (argument 0) twice."""
+def _built(*specs):
+    """The case's tensors named by `specs`, built on the CPU: {name: tensor}."""
     import math
     import torch
     ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
+    exec("; ".join(spec.line("dev") for spec in specs), ns)
+    return {spec.name: ns[spec.name] for spec in specs}
+
+
+def _has_duplicate_flat_indices(case) -> bool:
+    """Whether put's index (argument 1) names one element of self (argument 0) twice."""
+    import torch
     self_spec, index_spec = case.tensors[0], case.tensors[1]
-    exec(self_spec.line("dev") + "; " + index_spec.line("dev"), ns)
-    n = ns[self_spec.name].numel()
-    index = ns[index_spec.name].flatten()
+    built = _built(self_spec, index_spec)
+    n = built[self_spec.name].numel()
+    index = built[index_spec.name].flatten()
     if n == 0 or index.numel() == 0:
         return False
     return torch.remainder(index, n).unique().numel() < index.numel()
@@ -190,15 +197,13 @@ def _has_duplicate_flat_indices(case) -> bool:
 def _index_put_writes_twice(case) -> bool:
     """Whether an index tensor of index_put (accumulate=False) repeats a position of some dim of
     self, negative indices wrapped: the destination then gets two values."""
-    import math
     import torch
     if not re.search(r"False\s*$", case.call.strip().rstrip(")")):
         return False
-    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
-    exec("; ".join(t.line("dev") for t in case.tensors), ns)
-    sizes = [n for n in ns[case.tensors[0].name].shape if n > 0]
+    built = _built(*case.tensors)
+    sizes = [n for n in built[case.tensors[0].name].shape if n > 0]
     for spec in case.tensors[1:]:
-        t = ns[spec.name]
+        t = built[spec.name]
         if t.dtype != torch.int64 or t.numel() < 2:
             continue
         if any(torch.remainder(t.flatten(), n).unique().numel() < t.numel() for n in sizes):
@@ -207,20 +212,13 @@ def _index_put_writes_twice(case) -> bool:
 
 
 def _is_contiguous(spec) -> bool:
-    import math
-    import torch
-    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
-    exec(spec.line("dev"), ns)
-    return ns[spec.name].is_contiguous()
+    return _built(spec)[spec.name].is_contiguous()
 
 
 def _overlaps_itself(spec) -> bool:
     """Whether two elements of the tensor share memory (an unfold with step < size, an expand)."""
-    import math
     import torch
-    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
-    exec(spec.line("dev"), ns)
-    t = ns[spec.name]
+    t = _built(spec)[spec.name]
     if t.numel() == 0:
         return False
     where = torch.arange(t.untyped_storage().nbytes() // t.element_size()).as_strided(t.shape, t.stride(), t.storage_offset())
@@ -240,12 +238,7 @@ def _has_non_contiguous_out(case) -> bool:
 
 
 def _first_tensor_is_empty(case) -> bool:
-    import math
-    import torch
-    ns = {"torch": torch, "nan": math.nan, "inf": math.inf, "dev": "cpu"}
-    spec = case.tensors[0]
-    exec(spec.line("dev"), ns)
-    return ns[spec.name].numel() == 0
+    return _built(case.tensors[0])[case.tensors[0].name].numel() == 0
 
 
 def applies(entry, case, detail="") -> bool:
