@@ -14,6 +14,7 @@ import torch.fx
 from . import graph_spec as _spec
 from . import stats as _stats
 from .compiled_graph import CompiledGraph, lift_constants
+from .fused_attention import DECOMPOSITIONS as FUSED_ATTENTION
 from .dynamic_shapes import SpecializedPerShape, has_symbolic_shapes
 from .partition import split_unsupported
 
@@ -33,10 +34,13 @@ def _fullgraph_requested():
 
 
 def decompositions():
-    """PyTorch's core ATen decompositions of the operators we have no rule for."""
+    """PyTorch's core ATen decompositions of the operators we have no rule for, and the fused
+    attention ops rewritten to the ones we have rules for (fused_attention.py)."""
     from torch._decomp import core_aten_decompositions
-    return {op: fn for op, fn in core_aten_decompositions().items()
-            if isinstance(op, torch._ops.OpOverload) and not _spec.rule_name(op)}
+    table = {op: fn for op, fn in core_aten_decompositions().items()
+             if isinstance(op, torch._ops.OpOverload) and not _spec.rule_name(op)}
+    table.update(FUSED_ATTENTION)
+    return table
 
 
 def _graph_label(gm):

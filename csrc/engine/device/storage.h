@@ -31,6 +31,8 @@ struct StorageBuffer {
   std::vector<int64_t> dims;                          // layout; valid when layout_set
   bool layout_set = false;
   std::string sharding;
+  bool growable = false;     // made with spare capacity along a growing dim (engine/growing)
+  int8_t appended_along = 0;  // 1 + the dim of the append-shaped cat that made it, 0 if none
 
   StorageState state() const { return shards.empty() ? StorageState::Unwritten : StorageState::Ready; }
   const std::shared_ptr<pjrt::Buffer>& buffer() const;  // the single-device buffer (or null)

@@ -234,6 +234,8 @@ const std::set<std::string>& explicit_kernels() {
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
       "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
       "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex",
+      // engine/growing/growing_cat.cc (appends along a growing dim; the rest runs the cat rule)
+      "cat",
       // host_read_ops.cc
       "equal", "bincount", "tril_indices", "triu_indices", "_efficientzerotensor"};
   return names;

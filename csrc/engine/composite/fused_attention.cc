@@ -1,0 +1,118 @@
+// scaled_dot_product_attention's fused path on tpu.
+//
+// PyTorch asks each device which SDPA backend to take (_fused_sdp_choice_stub); without an
+// answer a PrivateUse1 device gets the math path, which ATen decomposes into ~10 ops (f32 upcast,
+// bmm, _safe_softmax's isneginf/all/where, bmm), each a module of its own in eager mode. We answer
+// `overrideable` for the calls our dense attention rule handles exactly (lowering/attention.cc)
+// and `math` for the rest (dropout, masks that need a gradient, odd ranks or heads), so the math
+// path still covers every call. The overrideable op and its backward (autograd's formula comes
+// with PyTorch) run the rules through the ATen ops with the same math,
+// _scaled_dot_product_flash_attention_for_cpu(_backward); their extra outputs (cumulative
+// sequence lengths, RNG state, debug mask) are empty, as the meta kernel describes. Keys and
+// values of a growing KV cache are attended over their whole capacity (engine/growing).
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/transformers/attention.h>
+#include <torch/library.h>
+
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+namespace {
+
+bool takes_fused_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const std::optional<at::Tensor>& mask, double dropout_p, bool enable_gqa) {
+  if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p != 0.0) return false;
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+  if (q.scalar_type() != k.scalar_type() || q.scalar_type() != v.scalar_type()) return false;
+  if (!at::isFloatingType(q.scalar_type())) return false;
+  if (q.is_nested() || k.is_nested() || v.is_nested()) return false;
+  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
+  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != k.size(1) || v.size(2) != k.size(2) ||
+      k.size(3) != q.size(3) || v.size(3) != q.size(3)) {
+    return false;
+  }
+  // Fewer k/v heads only where the math path would repeat them (enable_gqa); otherwise the math
+  // path raises PyTorch's own error for mismatched heads.
+  if (k.size(1) != q.size(1) && !(enable_gqa && q.size(1) % k.size(1) == 0)) return false;
+  if (mask.has_value() && mask->defined()) {
+    // The fused backward has no gradient for the mask; a float mask of another dtype promotes
+    // differently on the math path.
+    if (mask->requires_grad() || mask->dim() > 4) return false;
+    if (mask->scalar_type() != at::kBool && mask->scalar_type() != q.scalar_type()) return false;
+  }
+  return true;
+}
+
+int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                           const std::optional<at::Tensor>& attn_mask, double dropout_p, bool /*is_causal*/,
+                           std::optional<double> /*scale*/, bool enable_gqa) {
+  auto backend = takes_fused_path(query, key, value, attn_mask, dropout_p, enable_gqa) ? at::SDPBackend::overrideable
+                                                                                       : at::SDPBackend::math;
+  if (backend == at::SDPBackend::math && !at::globalContext().userEnabledMathSDP()) {
+    TORCH_CHECK(false, "No viable backend for scaled_dot_product_attention on tpu: the math backend is disabled "
+                       "and the fused one does not take this call (query ", query.sizes(), ", key ", key.sizes(),
+                "), dropout_p=", dropout_p);
+  }
+  return static_cast<int64_t>(backend);
+}
+
+// Keys and values with spare capacity (a growing KV cache, engine/growing): attention over the
+// whole capacity with the rows past the length masked out, so the module depends on the
+// capacity, not on the length. nullopt when k/v are not such tensors or a mask is given (a
+// mask has the length in its shape anyway).
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(const at::Tensor& key,
+                                                                             const at::Tensor& value,
+                                                                             const std::optional<at::Tensor>& mask) {
+  if (mask.has_value() && mask->defined()) return std::nullopt;
+  std::optional<int64_t> capacity = padded_capacity(key, 2);
+  if (!capacity || padded_capacity(value, 2) != capacity) return std::nullopt;
+  // arange(C) < length: the length is a runtime scalar of the comparison.
+  at::Tensor valid = at::arange(*capacity, key.options().dtype(at::kLong)).lt(key.size(2)).view({1, 1, 1, *capacity});
+  return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), valid);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
+fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                bool /*return_debug_mask*/, std::optional<double> scale) {
+  at::Tensor out, logsumexp;
+  if (auto padded = growing_dims_enabled() ? over_capacity(key, value, attn_bias) : std::nullopt) {
+    auto& [k, v, valid] = *padded;
+    std::tie(out, logsumexp) =
+        at::_scaled_dot_product_flash_attention_for_cpu(query, k, v, dropout_p, is_causal, valid, scale);
+  } else {
+    std::tie(out, logsumexp) =
+        at::_scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, attn_bias, scale);
+  }
+  auto rng_state = at::empty({}, query.options().dtype(at::kLong));
+  return {out,       logsumexp, at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
+          rng_state, rng_state, at::Tensor()};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
+    c10::SymInt /*max_q*/, c10::SymInt /*max_k*/, double dropout_p, bool is_causal,
+    const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
+  TORCH_CHECK(!grad_input_mask[3], "scaled_dot_product_attention on tpu: no gradient for attn_mask on the fused path");
+  std::optional<at::Tensor> mask;
+  if (attn_bias.defined()) mask = attn_bias;
+  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, mask, scale);
+  return {dq, dk, dv, at::Tensor()};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", fused_attention);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", fused_attention_backward);
+}
+
+}  // namespace
+}  // namespace tpu::engine
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &tpu::engine::choose_sdp_backend)
+}  // namespace at::native

@@ -1,0 +1,96 @@
+// torch.cat along a growing dim (growing_dims.h): appends into a storage with spare capacity.
+//
+// cat(past, new, dim=d) takes this path when `past` is a padded prefix along d, or the whole
+// result of an earlier cat along d (the second step of incremental decoding: past = cat(x, y)). The result is a new storage (cat never aliases its inputs) of
+// capacity C >= L + n: a copy of past's whole storage, or past padded with zeros to the next
+// capacity when it is full, with `new` written at rows [L, L+n). Every module involved depends
+// on C, not on L (the write's position is a runtime offset), so a sequence of appends compiles
+// once per capacity. Other cats run the lowered cat rule unchanged.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+
+#include "engine/eager/boxed_kernel.h"
+#include "engine/device/storage.h"
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+namespace {
+
+// Whether `past` is the whole result of an earlier append-shaped cat along `dim` (lineage, not
+// shapes: the k and v caches of every layer have the same shapes and lengths).
+bool appended_before(const at::Tensor& past, int64_t dim) {
+  return storage_buffer(past).appended_along == dim + 1 && past.is_contiguous() && past.storage_offset() == 0 &&
+         static_cast<size_t>(past.numel()) * past.element_size() == past.storage().nbytes();
+}
+
+// Whether cat(ts, dim) is an append this path handles; `dim` already wrapped.
+bool is_append(const std::vector<at::Tensor>& ts, int64_t dim) {
+  if (ts.size() < 2) return false;
+  const at::Tensor& past = ts[0];
+  if (!past.defined() || !past.is_privateuseone() || past.dim() == 0 || past.numel() == 0) return false;
+  for (const at::Tensor& t : ts) {
+    if (!t.defined() || !t.is_privateuseone() || t.device() != past.device() || t.scalar_type() != past.scalar_type() ||
+        t.dim() != past.dim() || t.is_conj() || t.is_neg()) {
+      return false;
+    }
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (d != dim && t.size(d) != past.size(d)) return false;
+    }
+  }
+  return true;
+}
+
+at::Tensor append(const std::vector<at::Tensor>& ts, int64_t dim) {
+  const at::Tensor& past = ts[0];
+  int64_t length = past.size(dim), added = 0;
+  for (size_t i = 1; i < ts.size(); ++i) added += ts[i].size(dim);
+  std::optional<int64_t> capacity = padded_capacity(past, dim);
+  at::Tensor whole = capacity ? whole_capacity(past, dim, *capacity) : past;
+  at::Tensor grown;
+  if (capacity && length + added <= *capacity) {
+    grown = whole.clone(at::MemoryFormat::Contiguous);
+  } else {
+    std::vector<int64_t> pad(2 * past.dim(), 0);  // constant_pad_nd pads the last dim first
+    pad[2 * (past.dim() - 1 - dim) + 1] = capacity_for(length + added) - whole.size(dim);
+    grown = at::constant_pad_nd(whole, pad, 0).contiguous();
+  }
+  mark_growable(grown);
+  std::vector<at::Tensor> rest(ts.begin() + 1, ts.end());
+  grown.narrow(dim, length, added).copy_(rest.size() == 1 ? rest[0] : at::cat(rest, dim));
+  std::vector<int64_t> sizes = past.sizes().vec();
+  sizes[dim] = length + added;
+  return grown.as_strided(sizes, grown.strides(), 0);
+}
+
+void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (growing_dims_enabled()) {
+    const c10::IValue& list = (*stack)[stack->size() - 2];
+    std::vector<at::Tensor> ts = list.isTensorList() ? list.toTensorVector() : std::vector<at::Tensor>{};
+    int64_t rank = !ts.empty() && ts[0].defined() ? ts[0].dim() : 0;
+    int64_t dim = (*stack)[stack->size() - 1].toInt();
+    if (dim < 0) dim += rank;
+    // Out-of-range dims and the legacy empty operands take the rule's path and its errors.
+    if (rank > 0 && dim >= 0 && dim < rank) {
+      if (is_append(ts, dim)) {
+        if (padded_capacity(ts[0], dim) || appended_before(ts[0], dim)) {
+          at::Tensor result = append(ts, dim);
+          torch::jit::drop(*stack, 2);
+          torch::jit::push(*stack, std::move(result));
+          return;
+        }
+        boxed_kernel(op, ks, stack);
+        storage_buffer(stack->back().toTensor()).appended_along = dim + 1;
+        return;
+      }
+    }
+  }
+  boxed_kernel(op, ks, stack);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&cat_kernel>());
+}
+
+}  // namespace
+}  // namespace tpu::engine

@@ -1,0 +1,40 @@
+// Growing dims: tensors that grow by a few rows per step along one dim (a KV cache extended by
+// torch.cat once per generated token; generate()'s input_ids and attention_mask) live in
+// storages with spare capacity, so the modules that touch them depend on the capacity, not on
+// the length, and a generate of N tokens compiles O(log N) executables instead of O(N).
+//
+// A tensor with spare capacity is a *padded prefix*: a view at offset 0 showing the first
+// size(d) of `capacity` rows of a dense storage along dim d, with the capacity's row-major
+// strides (so it is not contiguous unless the dims before d are 1). Ops see it as an ordinary
+// strided view; views of a few rows (x[:, -1:]) key on the capacity and take their offset at
+// runtime. Two ops handle the growth itself: cat appends into a copy of the storage
+// (growing_cat.cc) and scaled_dot_product_attention attends over the whole capacity with the
+// rows past the length masked (engine/composite/fused_attention.cc). docs/transformers.md.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace tpu::engine {
+
+// The capacity along `dim` if `t` is a padded prefix of a growable storage along `dim`
+// (capacity >= t.size(dim); equal when full), else nullopt.
+std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim);
+
+// Marks `t`'s storage as one with spare capacity (only storages the growth path made are
+// treated as padded prefixes: an ordinary slice x[:, :3] of a bigger tensor is not).
+void mark_growable(const at::Tensor& t);
+
+// The whole storage of padded prefix `t`: `t` with size `capacity` along `dim`.
+at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity);
+
+// The capacity a growing dim gets for `length` rows: the next power of two, at least 128 (a
+// TPU tiles the two minor dims by 8-16 x 128; a short generation then compiles its decode
+// modules once, and the spare rows of a KV cache cost little: 9 MB for a 9B model's 36 layers).
+int64_t capacity_for(int64_t length);
+
+// TORCH_TPU_GROWING_DIMS=0 turns the mechanism off (every length compiles its own modules).
+bool growing_dims_enabled();
+
+}  // namespace tpu::engine

@@ -1,0 +1,207 @@
+"""scaled_dot_product_attention on tpu: the fused path (one module forward, one backward:
+csrc/lowering/attention.cc, chosen by csrc/engine/composite/fused_attention.cc) against PyTorch
+on the CPU, and the calls that keep PyTorch's math path (dropout, masks needing a gradient,
+odd ranks) or raise PyTorch's own errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+from helpers import DEV, fallbacks
+
+FUSED = "_scaled_dot_product_flash_attention_for_cpu"
+FUSED_BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+
+
+def ops_run():
+    return dict(torch_tpu._C._op_counts())
+
+
+def attend(device, q, k, v, grad=False, **kw):
+    """SDPA on `device` (mask moved along); with grad, also d(out . w)/d(q, k, v) for a fixed w."""
+    args = [t.detach().clone().to(device).requires_grad_(grad) for t in (q, k, v)]
+    if isinstance(kw.get("attn_mask"), torch.Tensor):
+        kw["attn_mask"] = kw["attn_mask"].to(device)
+    out = F.scaled_dot_product_attention(*args, **kw)
+    if not grad:
+        return out.cpu(), None
+    weight = torch.linspace(-1, 1, out.numel()).view(out.shape).to(device)
+    (out.float() * weight).sum().backward()
+    return out.cpu(), [a.grad.cpu() for a in args]
+
+
+def tolerances(dtype):
+    # bf16/f16: both sides round the unnormalised probabilities to the input type before the
+    # product with v (the CPU's flash kernel and ours) and accumulate in f32, in other orders (the
+    # CPU blocks its sums), so results may differ by an ulp or two of the input type; both are
+    # equally far from a float64 reference (checked when this test was written).
+    return {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=1e-3, rtol=1e-3)}.get(dtype, {})
+
+
+def compare(q, k, v, grad=True, fused=True, **kw):
+    before_ops, before_fallbacks = ops_run(), fallbacks()
+    ref, ref_grads = attend("cpu", q, k, v, grad, **kw)
+    out, grads = attend(DEV, q, k, v, grad, **kw)
+    tol = tolerances(q.dtype)
+    torch.testing.assert_close(out, ref, equal_nan=True, **tol)
+    if grad:
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, equal_nan=True, **tol)
+    assert fallbacks() == before_fallbacks
+    ran = ops_run()
+    took_fused = ran.get(FUSED, 0) > before_ops.get(FUSED, 0)
+    assert took_fused == fused, f"fused path taken: {took_fused}"
+    if grad and fused:
+        assert ran.get(FUSED_BACKWARD, 0) > before_ops.get(FUSED_BACKWARD, 0)
+
+
+def qkv(b, hq, hkv, lq, lk, e, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, hq, lq, e, generator=g).to(dtype), torch.randn(b, hkv, lk, e, generator=g).to(dtype),
+            torch.randn(b, hkv, lk, e, generator=g).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(2, 4, 4, 7, 9, 16), (1, 3, 3, 1, 33, 64), (3, 2, 2, 13, 5, 8)])
+def test_matches_cpu_forward_and_backward(dtype, shape):
+    compare(*qkv(*shape, dtype=dtype), grad=dtype != torch.float16)
+
+
+@pytest.mark.parametrize("lq,lk", [(7, 7), (5, 9), (9, 5), (1, 6)])
+def test_causal_is_top_left_aligned(lq, lk):
+    compare(*qkv(2, 2, 2, lq, lk, 8), is_causal=True)
+
+
+@pytest.mark.parametrize("hq,hkv", [(8, 2), (6, 3), (4, 1)])
+def test_grouped_query_attention(hq, hkv):
+    compare(*qkv(2, hq, hkv, 5, 11, 16), enable_gqa=True)
+
+
+@pytest.mark.parametrize("mask_shape", [(1, 9), (7, 9), (2, 1, 7, 9), (1, 4, 1, 9), (2, 4, 7, 9)])
+def test_float_masks_broadcast(mask_shape):
+    q, k, v = qkv(2, 4, 4, 7, 9, 16)
+    compare(q, k, v, attn_mask=torch.randn(mask_shape))
+
+
+def test_bool_mask_with_fully_masked_rows_gives_zeros():
+    q, k, v = qkv(2, 4, 4, 7, 9, 16)
+    mask = torch.rand(2, 1, 7, 9) > 0.4
+    mask[0, 0, 3] = False  # row 3 of batch 0 sees nothing: 0 out, 0 gradient (the math path's rule)
+    mask[1, 0, :, 2] = False
+    compare(q, k, v, attn_mask=mask)
+    out, _ = attend(DEV, q, k, v, attn_mask=mask)
+    assert torch.equal(out[0, :, 3], torch.zeros_like(out[0, :, 3]))
+
+
+def test_minus_inf_float_mask_row():
+    q, k, v = qkv(1, 2, 2, 4, 6, 8)
+    mask = torch.zeros(4, 6)
+    mask[1] = float("-inf")
+    compare(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_inputs_propagate_like_the_cpu(where, value):
+    q, k, v = qkv(1, 2, 2, 3, 5, 8)
+    {"q": q, "k": k, "v": v}[where][0, 1, 2 if where == "q" else 4, 3] = value
+    compare(q, k, v, grad=False)
+
+
+def test_scale_and_views():
+    q, k, v = qkv(2, 3, 3, 5, 6, 8)
+    # Transposed views ([B, L, H, E] storage), as attention layers produce them.
+    qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    compare(qt, kt, vt, scale=0.3)
+
+
+def test_gradients_accumulate_over_shared_kv_heads():
+    q, k, v = qkv(1, 6, 2, 4, 5, 8)
+    compare(q, k, v, enable_gqa=True, is_causal=True)
+
+
+@pytest.mark.parametrize("case", ["dropout", "mask_grad", "3d", "empty"])
+def test_calls_outside_the_fused_path_keep_the_math_path(case):
+    q, k, v = qkv(2, 2, 2, 4, 5, 8)
+    if case == "dropout":
+        # Random values differ from the CPU's by design: check the path and the shape only.
+        before = ops_run().get(FUSED, 0)
+        out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), dropout_p=0.5)
+        assert out.shape == q.shape and ops_run().get(FUSED, 0) == before
+        return
+    if case == "mask_grad":
+        mask = torch.randn(4, 5)
+        m_cpu, m_dev = mask.clone().requires_grad_(), mask.clone().to(DEV).requires_grad_()
+        F.scaled_dot_product_attention(q, k, v, attn_mask=m_cpu).sum().backward()
+        before = ops_run().get(FUSED, 0)
+        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=m_dev).sum().backward()
+        torch.testing.assert_close(m_dev.grad.cpu(), m_cpu.grad)
+        assert ops_run().get(FUSED, 0) == before
+        return
+    if case == "3d":
+        compare(q[0], k[0], v[0], fused=False)
+    else:
+        compare(q[:, :, :0], k, v, grad=False, fused=False)
+
+
+def test_mismatched_heads_raise_pytorch_error():
+    q, k, v = qkv(1, 4, 3, 2, 5, 8)
+    with pytest.raises(RuntimeError) as cpu_error:
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    with pytest.raises(RuntimeError) as tpu_error:
+        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), enable_gqa=True)
+    assert str(cpu_error.value).split("\n")[0][:40] == str(tpu_error.value).split("\n")[0][:40]
+
+
+def test_mask_of_another_float_dtype_raises_like_the_cpu():
+    q, k, v = qkv(1, 2, 2, 3, 5, 8)
+    mask = torch.randn(3, 5, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="attn_mask dtype"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with pytest.raises(RuntimeError, match="attn_mask dtype"):
+        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=mask.to(DEV))
+
+
+def test_bad_mask_shape_names_the_shapes():
+    q, k, v = qkv(1, 2, 2, 3, 5, 8)
+    with pytest.raises(RuntimeError):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=torch.randn(4, 5))
+    with pytest.raises(RuntimeError, match=r"\[4, 5\]"):
+        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=torch.randn(4, 5).to(DEV))
+
+
+def test_direct_fused_op_matches_the_cpu_kernel():
+    q, k, v = qkv(2, 3, 3, 6, 7, 16)
+    mask = torch.randn(1, 1, 6, 7)
+    ref = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, attn_mask=mask)
+    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q.to(DEV), k.to(DEV), v.to(DEV), 0.0, False,
+                                                                    attn_mask=mask.to(DEV))
+    torch.testing.assert_close(out[0].cpu(), ref[0])
+    torch.testing.assert_close(out[1].cpu(), ref[1])
+    assert out[1].shape == ref[1].shape and out[1].stride() == ref[1].stride()
+
+
+def test_sdpa_kernel_context_is_respected():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = qkv(1, 2, 2, 3, 4, 8)
+    before = ops_run().get(FUSED, 0)
+    with sdpa_kernel([SDPBackend.MATH]):
+        out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV))
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v))
+    assert ops_run().get(FUSED, 0) == before
+
+
+def test_compiled_graph_uses_the_fused_rules():
+    def f(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+    q, k, v = qkv(2, 8, 2, 5, 7, 16)
+    m = torch.randn(2, 1, 5, 7)
+    compiled = torch.compile(f, backend="tpu", fullgraph=True)
+    ref_args = [t.clone().requires_grad_() for t in (q, k, v)]
+    dev_args = [t.clone().to(DEV).requires_grad_() for t in (q, k, v)]
+    f(*ref_args, m).pow(2).sum().backward()
+    out = compiled(*dev_args, m.to(DEV))
+    out.pow(2).sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), f(q, k, v, m))
+    for a, b in zip(dev_args, ref_args):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=1e-4, atol=1e-5)
