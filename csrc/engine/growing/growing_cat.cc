@@ -1,17 +1,16 @@
 // torch.cat along a growing dim (growing_dims.h): appends into a storage with spare capacity.
 //
 // cat(past, new, dim=d) takes this path when `past` is a padded prefix along d, or the whole
-// result of an earlier cat along d (the second step of incremental decoding: past = cat(x, y)). The result is a new storage (cat never aliases its inputs) of
-// capacity C >= L + n: a copy of past's whole storage, or past padded with zeros to the next
+// result of an earlier cat along d (the second step of incremental decoding: past = cat(x, y)).
+// The result is a new storage (cat never aliases its inputs) of capacity C >= L + n: a copy of past's whole storage, or past padded with zeros to the next
 // capacity when it is full, with `new` written at rows [L, L+n). Every module involved depends
 // on C, not on L (the write's position is a runtime offset), so a sequence of appends compiles
 // once per capacity. Other cats run the lowered cat rule unchanged.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-
-#include "engine/eager/boxed_kernel.h"
 #include "engine/device/storage.h"
+#include "engine/eager/boxed_kernel.h"
 #include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
@@ -79,8 +78,9 @@ void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
           torch::jit::push(*stack, std::move(result));
           return;
         }
+        // An ordinary cat; its result remembers the append so that a next one pads.
         boxed_kernel(op, ks, stack);
-        storage_buffer(stack->back().toTensor()).appended_along = dim + 1;
+        storage_buffer(stack->back().toTensor()).appended_along = static_cast<int8_t>(dim + 1);
         return;
       }
     }
