@@ -86,6 +86,40 @@ def test_transformers_tp_plan_auto_generates_cpu_tokens(nproc, tiny_qwen3, tmp_p
         assert m["peak_device_bytes"] <= (1 / nproc + 0.1) * m["full_param_bytes"], m
 
 
+def tiny_diffusers_transformer(name, tmp_path_factory):
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    if name == "QwenImageTransformer2DModel":
+        model = diffusers.QwenImageTransformer2DModel(
+            patch_size=2, in_channels=64, out_channels=16, num_layers=2, attention_head_dim=32, num_attention_heads=4,
+            joint_attention_dim=128, axes_dims_rope=(8, 12, 12))
+    else:
+        model = diffusers.FluxTransformer2DModel(
+            patch_size=1, in_channels=64, num_layers=1, num_single_layers=2, attention_head_dim=32,
+            num_attention_heads=4, joint_attention_dim=128, pooled_projection_dim=64, axes_dims_rope=(8, 12, 12))
+    path = tmp_path_factory.mktemp(name)
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("model,nproc", [("QwenImageTransformer2DModel", 2), ("QwenImageTransformer2DModel", 4),
+                                         ("FluxTransformer2DModel", 2)])
+def test_diffusers_tensor_parallel_matches_cpu_and_shards_the_weights(model, nproc, tmp_path_factory, tmp_path):
+    """A `_tp_plan` over `nproc` chips through enable_parallelism and through
+    from_pretrained(parallel_config=...): the output equals one CPU process, and loading never
+    holds more than the replicated weights plus this rank's shard."""
+    path = tiny_diffusers_transformer(model, tmp_path_factory)
+    proc, passed = torchrun("diffusers_tp.py", nproc, tmp_path, model, path, timeout=400)
+    assert_all_ranks_passed(proc, passed, ["enable_parallelism_matches_cpu",
+                                           "from_pretrained_parallel_config_matches_cpu"])
+    results = tmp_path / f"results-diffusers_tp.py-{nproc}"
+    for rank in range(nproc):
+        m = json.loads((results / f"memory{rank}.json").read_text())
+        replicated = m["all_param_bytes"] - m["sharded_full_bytes"]
+        assert m["sharded_local_bytes"] <= (1 / nproc + 0.01) * m["sharded_full_bytes"], m
+        assert m["load_peak_device_bytes"] <= 1.01 * (replicated + m["sharded_local_bytes"]), m
+
+
 def test_backends_are_registered_for_the_tpu_device():
     import torch.distributed as dist
     assert "tpu" in dist.Backend.backend_list and "tpu_dist" in dist.Backend.backend_list
