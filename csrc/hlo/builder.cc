@@ -79,9 +79,9 @@ std::string Builder::region(const std::vector<Type>& arg_types, const RegionBody
 
 std::string Builder::module(const std::vector<Value>& results, int num_partitions,
                             const std::vector<std::string>& result_shardings,
-                            const std::vector<std::string>& result_layout_modes) const {
-  std::string s = "module @torch_tpu attributes {mhlo.num_partitions = " +
-                  std::to_string(num_partitions) + " : i32, mhlo.num_replicas = 1 : i32} {\n";
+                            const std::vector<std::string>& result_layout_modes, int num_replicas) const {
+  std::string s = "module @torch_tpu attributes {mhlo.num_partitions = " + std::to_string(num_partitions) +
+                  " : i32, mhlo.num_replicas = " + std::to_string(num_replicas) + " : i32} {\n";
   s += "  func.func public @main(";
   for (size_t i = 0; i < args_.size(); ++i) {
     s += (i ? ", " : "") + name_of(args_[i]) + ": " + args_[i].type.str();

@@ -74,9 +74,10 @@ class Builder {
 
   // The whole module, returning `results` from @main. result_layout_modes[i], when given and
   // not empty, becomes result i's mhlo.layout_mode attribute (see ArgOptions::layout_mode).
+  // num_replicas > 1: every replica runs @main (cross-replica collectives, hlo/collectives.h).
   std::string module(const std::vector<Value>& results, int num_partitions = 1,
                      const std::vector<std::string>& result_shardings = {},
-                     const std::vector<std::string>& result_layout_modes = {}) const;
+                     const std::vector<std::string>& result_layout_modes = {}, int num_replicas = 1) const;
   int num_ops() const { return num_ops_; }
 
  private:

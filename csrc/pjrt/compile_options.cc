@@ -32,14 +32,22 @@ std::string CompileOptions::encode() const {
   if (use_spmd_partitioning) put_int_field(build, 6, 1);
   if (!device_assignment.empty()) {
     // DeviceAssignmentProto: replica_count = 1, computation_count = 2,
-    // computation_devices = 3 {replica_device_ids = 1}.
+    // computation_devices = 3 {replica_device_ids = 1}: one entry per computation (partition),
+    // listing its device for each replica.
     std::string assignment;
     put_int_field(assignment, 1, num_replicas);
-    put_int_field(assignment, 2, static_cast<int64_t>(device_assignment.size()));
-    for (int64_t id : device_assignment) {
+    if (num_replicas > 1) {
+      put_int_field(assignment, 2, 1);
       std::string computation;
-      put_int_field(computation, 1, id);
+      for (int64_t id : device_assignment) put_int_field(computation, 1, id);
       put_bytes_field(assignment, 3, computation);
+    } else {
+      put_int_field(assignment, 2, static_cast<int64_t>(device_assignment.size()));
+      for (int64_t id : device_assignment) {
+        std::string computation;
+        put_int_field(computation, 1, id);
+        put_bytes_field(assignment, 3, computation);
+      }
     }
     put_bytes_field(build, 9, assignment);
   }

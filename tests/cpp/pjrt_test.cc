@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "hlo/builder.h"
+#include "hlo/collectives.h"
 #include "hlo/ops.h"
 #include "pjrt/client.h"
 
@@ -107,6 +108,55 @@ TEST(Pjrt, CompileOptionsBytes) {
   spmd.num_partitions = 4;
   spmd.use_spmd_partitioning = true;
   EXPECT_EQ(spmd.encode(), std::string("\x1a\x06\x20\x01\x28\x04\x30\x01", 8));
+}
+
+// Cross-replica collectives (hlo/collectives.h) in one executable over the plugin's 2 devices:
+// each replica gets its own input and the collectives move the values between them, as libtpu
+// does over ICI on a TPU slice. Replica r holds x_r = [1 + 10r, 2 + 10r, 3 + 10r, 4 + 10r].
+TEST(Pjrt, CrossReplicaCollectivesOnTwoDevices) {
+  const hlo::ReplicaGroups both = {{0, 1}};
+  hlo::Builder b;
+  hlo::Value x = b.arg(hlo::Type(hlo::DType::F32, {4}));
+  std::vector<hlo::Value> results = {
+      hlo::all_reduce(b, x, "add", both),
+      hlo::all_reduce(b, x, "max", both),
+      hlo::all_gather(b, x, 0, both),
+      hlo::reduce_scatter(b, x, 0, "add", both),
+      hlo::all_to_all(b, x, 0, 0, both),
+      hlo::collective_permute(b, x, {{0, 1}}),
+  };
+  pjrt::CompileOptions options;
+  options.num_replicas = 2;
+  options.device_assignment = {client().devices()[0].id, client().devices()[1].id};
+  auto exe = client().compile(b.module(results, 1, {}, {}, /*num_replicas=*/2), options);
+  float in[2][4] = {{1, 2, 3, 4}, {11, 12, 13, 14}};
+  auto x0 = client().buffer_from_host(in[0], pjrt::abi::kF32, {4}, 0);
+  auto x1 = client().buffer_from_host(in[1], pjrt::abi::kF32, {4}, 1);
+  auto out = exe->execute_sharded({{x0->raw()}, {x1->raw()}});
+  ASSERT_EQ(out.size(), 2u);
+  auto read = [&](int replica, int result, size_t n) {
+    std::vector<float> v(n);
+    out[replica][result]->to_host(v.data(), n * sizeof(float));
+    return v;
+  };
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(read(r, 0, 4), (std::vector<float>{12, 14, 16, 18})) << "all_reduce add, replica " << r;
+    EXPECT_EQ(read(r, 1, 4), (std::vector<float>{11, 12, 13, 14})) << "all_reduce max, replica " << r;
+    EXPECT_EQ(read(r, 2, 8), (std::vector<float>{1, 2, 3, 4, 11, 12, 13, 14})) << "all_gather, replica " << r;
+  }
+  EXPECT_EQ(read(0, 3, 2), (std::vector<float>{12, 14}));  // reduce_scatter: block r of the sum
+  EXPECT_EQ(read(1, 3, 2), (std::vector<float>{16, 18}));
+  EXPECT_EQ(read(0, 4, 4), (std::vector<float>{1, 2, 11, 12}));  // all_to_all: block r of everyone
+  EXPECT_EQ(read(1, 4, 4), (std::vector<float>{3, 4, 13, 14}));
+  EXPECT_EQ(read(0, 5, 4), (std::vector<float>{0, 0, 0, 0}));  // collective_permute 0 -> 1
+  EXPECT_EQ(read(1, 5, 4), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(Pjrt, CollectiveWithBadSplitIsAnError) {
+  hlo::Builder b;
+  hlo::Value x = b.arg(hlo::Type(hlo::DType::F32, {3}));
+  EXPECT_THROW(hlo::reduce_scatter(b, x, 0, "add", {{0, 1}}), std::invalid_argument);
+  EXPECT_THROW(hlo::all_reduce(b, x, "avg", {{0, 1}}), std::invalid_argument);
 }
 
 TEST(Pjrt, MemoryStatsUnsupportedOnCpuIsNotAnError) {
