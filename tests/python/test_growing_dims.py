@@ -68,6 +68,21 @@ def test_consumers_of_a_grown_cache_match_cpu():
     assert fallbacks() == before
 
 
+def test_host_reads_of_a_grown_cache_compile_nothing():
+    cpu, dev, rows = grow(12, shape=(2, 3, 4, 8))
+    views = [lambda t: t, lambda t: t[:, :, -1:], lambda t: t.transpose(1, 2), lambda t: t[1, 2]]
+    for f in views:
+        torch.testing.assert_close(f(dev).cpu(), f(cpu))
+    before = executables_built()
+    for row in rows[:3]:  # three more lengths, read back each time
+        cpu = torch.cat([cpu, row], dim=-2)
+        dev = torch.cat([dev, row.to(DEV)], dim=-2)
+        for f in views:
+            torch.testing.assert_close(f(dev).cpu(), f(cpu))
+        assert dev.tolist() == cpu.tolist()
+    assert executables_built() == before
+
+
 def test_cat_never_aliases_its_inputs():
     cpu, dev, rows = grow(10)
     past_dev, past_cpu = dev, cpu

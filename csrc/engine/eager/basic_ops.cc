@@ -62,6 +62,17 @@ at::Tensor to_cpu(const at::Tensor& src) {
     return out;
   }
   raise_failed_checks();
+  StorageBuffer& storage = storage_buffer(src);
+  if (storage.growable && storage.state() == StorageState::Ready && src.numel() > 0 && !covers_storage(src)) {
+    // A view of a storage with spare capacity (engine/growing: a KV cache, generate()'s
+    // input_ids) holds at least half of it: read the whole buffer (in memory order, as every
+    // layout is) and take the view on the host, so reading it compiles nothing per length.
+    at::Tensor host = at::empty({static_cast<int64_t>(storage.nbytes / src.element_size())},
+                                src.options().device(c10::kCPU));
+    read_buffer(storage, to_hlo(src.scalar_type()))->to_host(host.data_ptr(), host.nbytes());
+    metrics().device_to_host_bytes += static_cast<int64_t>(host.nbytes());
+    return host.as_strided(src.sizes(), src.strides(), src.storage_offset()).clone();
+  }
   at::Tensor dense = covers_storage(src) ? src : src.contiguous();
   if (!covers_storage(dense)) dense = dense.clone();  // e.g. a contiguous slice of a bigger storage
   at::Tensor out = at::empty(dense.sizes(), dense.options().device(c10::kCPU));
