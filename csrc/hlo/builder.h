@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,17 @@ class Builder {
     return emit(name, operands, {result}, attrs, regions).at(0);
   }
 
+  // Records that `result` is `source` transposed by `permutation` (hlo::transpose does), so a
+  // rule can undo a transpose it would otherwise feed to an op (transposed_from).
+  void note_transpose(const Value& result, const Value& source, const std::vector<int64_t>& permutation) {
+    transposes_[result.id] = {source, permutation};
+  }
+  // The value `v` is a transpose of, with the permutation, if hlo::transpose produced it.
+  const std::pair<Value, std::vector<int64_t>>* transposed_from(const Value& v) const {
+    auto it = transposes_.find(v.id);
+    return it == transposes_.end() ? nullptr : &it->second;
+  }
+
   // Builds a single-block region whose arguments have `arg_types`; `body` returns the values
   // passed to stablehlo.return.
   using RegionBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
@@ -86,6 +98,7 @@ class Builder {
 
   int next_id_ = 0;
   int num_ops_ = 0;
+  std::map<int, std::pair<Value, std::vector<int64_t>>> transposes_;
   std::vector<Type> arg_types_;
   std::vector<Value> args_;
   std::vector<ArgOptions> arg_options_;

@@ -155,6 +155,13 @@ Value convert(Builder& b, Value x, DType dtype) {
 
 Value bitcast_convert(Builder& b, Value x, DType dtype) {
   if (x.dtype() == dtype) return x;
+  // PyTorch stores a bool as one byte, 0 or 1; StableHLO's i1 has no byte to reinterpret (XLA
+  // rejects i1 <-> ui8 bitcasts), so the byte views of bool storage convert instead.
+  bool byte = dtype == DType::U8 || dtype == DType::S8;
+  if (x.dtype() == DType::Pred && byte) return convert(b, x, dtype);
+  if (dtype == DType::Pred && (x.dtype() == DType::U8 || x.dtype() == DType::S8)) {
+    return compare(b, x, zeros(b, x.type), "NE");
+  }
   return b.emit1("stablehlo.bitcast_convert", {x}, Type(dtype, x.shape()));
 }
 
@@ -187,8 +194,9 @@ Value transpose(Builder& b, Value x, const std::vector<int64_t>& permutation) {
     shape.push_back(x.shape().at(permutation[i]));
   }
   if (identity) return x;
-  return b.emit1("stablehlo.transpose", {x}, Type(x.dtype(), shape),
-                 "permutation = " + i64_array(permutation));
+  Value t = b.emit1("stablehlo.transpose", {x}, Type(x.dtype(), shape), "permutation = " + i64_array(permutation));
+  b.note_transpose(t, x, permutation);
+  return t;
 }
 
 Value broadcast_in_dim(Builder& b, Value x, const std::vector<int64_t>& shape,

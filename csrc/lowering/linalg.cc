@@ -52,9 +52,20 @@ Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t
   return add(b, scaled, product);
 }
 
+// Rows of x at or below which x @ W.t() is computed as (W @ x.t()).t(): a skinny product with a
+// transposed weight (every nn.Linear in decode: 1 token x hidden @ weight.t()). XLA:CPU lays the
+// weight out anew for x @ W.t() on every call (2.8 ms for 1x768 @ 768x3072, 0.24 ms the other way
+// round, measured); a TPU compiler picks its own layouts either way.
+constexpr int64_t kSkinnyRows = 16;
+
 Value mm_product(Context& c, size_t a, size_t m, DType t) {
   Value x = as(c, a, t), y = as(c, m, t);
   if (x.rank() != 2 || y.rank() != 2) throw std::invalid_argument("mm: expected 2-D tensors");
+  const auto* weight = c.b.transposed_from(y);
+  if (x.shape()[0] <= kSkinnyRows && weight != nullptr && weight->second == std::vector<int64_t>{1, 0}) {
+    Value wx = dot_general(c.b, weight->first, x, {}, {}, {1}, {1}, t);  // [N, M]
+    return transpose(c.b, wx, {1, 0});
+  }
   return dot_general(c.b, x, y, {}, {}, {1}, {0}, t);
 }
 

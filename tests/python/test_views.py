@@ -187,3 +187,19 @@ def test_view_as_complex_and_real_share_storage_eager_and_compiled(no_fallbacks)
     assert w.cpu().tolist() == [2j, 2j, 2j]
     z = torch.view_as_complex(torch.arange(6.0, device="tpu").reshape(3, 2))
     assert z.cpu().tolist() == [1j, 2 + 3j, 4 + 5j]
+
+
+def test_bool_storage_byte_views_and_clones():
+    """A bool tensor's storage seen as bytes (untyped_storage().clone(), copy.deepcopy,
+    .view(torch.uint8)) and bytes seen as bool: PyTorch's bool byte is 0 or 1 (upstream
+    Transformers tests deep-copy bool inputs this way; XLA has no i1 <-> ui8 bitcast)."""
+    import copy
+    cpu = torch.tensor([[True, False, True], [False, False, True]])
+    dev = cpu.to("tpu")
+    assert torch.equal(copy.deepcopy(dev).cpu(), cpu)
+    clone = torch.empty(0, dtype=torch.bool, device="tpu").set_(dev.untyped_storage().clone()).view(2, 3)
+    assert torch.equal(clone.cpu(), cpu)
+    assert torch.equal(dev.view(torch.uint8).cpu(), cpu.view(torch.uint8))
+    assert torch.equal(dev.view(torch.int8).add(1).cpu(), cpu.view(torch.int8).add(1))
+    raw = torch.tensor([0, 1, 1, 0], dtype=torch.uint8)
+    assert torch.equal(raw.to("tpu").view(torch.bool).cpu(), raw.view(torch.bool))
