@@ -163,6 +163,9 @@ PYBIND11_MODULE(_C, m) {
     d["ops_estimated"] = mt.aot_ops_estimated.load();
     d["estimated_seconds"] = mt.aot_estimated_ps.load() / 1e12;
     d["roofline_seconds"] = mt.aot_roofline_ps.load() / 1e12;
+    // Ops without libtpu's estimate, bounded by their roofline instead (not in the sums above).
+    d["ops_roofline_only"] = mt.aot_ops_roofline_only.load();
+    d["roofline_only_seconds"] = mt.aot_roofline_only_ps.load() / 1e12;
     d["flops"] = mt.aot_flops.load();
     d["bytes"] = mt.aot_bytes.load();
     return d;

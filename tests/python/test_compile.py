@@ -218,6 +218,50 @@ def test_dynamic_shapes_are_specialised_per_shape_at_run_time(dynamic):
     assert any("dynamic shapes specialised" in r and "input" in r for r in reasons), reasons
 
 
+class _RMSNormWithFloatEps(torch.nn.Module):
+    """Diffusers' RMSNorm in shape: eps is a Python float attribute."""
+
+    def __init__(self, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(variance + self.eps) * self.weight
+
+
+def test_dynamic_graph_reading_a_float_attribute():
+    """With dynamic=True Dynamo passes an unspecialised float (eps) as a 0-d tensor read with
+    .item() inside the graph; each shape (and each value) compiles once, results as on CPU."""
+    model = _RMSNormWithFloatEps(1e-6)
+    compiled = torch.compile(_RMSNormWithFloatEps(1e-6).to(DEV), backend="tpu", fullgraph=True, dynamic=True)
+    torch_tpu.metrics.reset()
+    for n in (3, 5, 3):
+        x = torch.randn(2, n, 8)
+        x[0, 0, 0] = float("nan")
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x.to(DEV)).cpu(), model(x), equal_nan=True)
+    assert graph_compiles() == 2
+
+
+def test_graph_that_moves_its_cpu_inputs_to_the_tpu():
+    """Every input on the CPU, moved inside the compiled region (Qwen-Image keeps its RoPE table
+    on the CPU and calls .to(device) in forward)."""
+    table = torch.randn(17, 4, dtype=torch.complex64)
+    table[3, 1] = complex(float("nan"), 1.0)
+
+    def f(t):
+        t = t.to("tpu")
+        return torch.view_as_real(t * t.conj()), t.abs()
+
+    out = torch.compile(f, backend="tpu", fullgraph=True)(table)
+    expected = (torch.view_as_real(table * table.conj()), table.abs())
+    for got, want in zip(out, expected):
+        assert got.device.type == "tpu"
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
 def test_second_process_compiles_nothing(tmp_path):
     script = textwrap.dedent("""
         import torch, torch_tpu
@@ -454,3 +498,17 @@ def test_mmdit_block_bf16_compiled_matches_cpu():
         assert o.dtype == torch.bfloat16
         # bf16 tolerances (2e-2 relative), as in tests/python/helpers.close; outputs reach ~4
         torch.testing.assert_close(o.cpu(), r, rtol=2e-2, atol=2e-2)
+
+
+def test_conj_and_neg_views_inside_a_graph():
+    """x.conj() and the neg bit are lazy views in eager mode; in a graph they are values."""
+    z = torch.complex(torch.randn(3, 5), torch.randn(3, 5))
+    z[1, 2] = complex(float("inf"), float("-nan"))
+
+    def f(z):
+        c = z.conj()
+        return c * z, torch.view_as_real(c.resolve_conj()), c.imag.neg()
+
+    out = torch.compile(f, backend="tpu", fullgraph=True)(z.to(DEV))
+    for got, want in zip(out, f(z)):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)

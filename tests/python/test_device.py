@@ -149,3 +149,14 @@ def test_other_dtypes_roundtrip_and_compute(dtype):
     assert t.dtype == dtype
     assert torch.equal(t.cpu(), x)
     assert torch.equal((t + t).cpu(), x + x)
+
+
+def test_record_stream_on_a_tpu_tensor():
+    """Diffusers' group offloading calls record_stream on onloaded tensors; a tpu device runs in
+    one order, so it has nothing to record, but a stream of another device is refused."""
+    x = torch.arange(6.0).to("tpu")
+    x.record_stream(torch.tpu.current_stream())
+    x.record_stream(torch.tpu.Stream())
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(RuntimeError, match="record_stream: expected a tpu stream"):
+        x.record_stream(torch.Stream(device="cpu"))

@@ -180,3 +180,52 @@ def test_demo_sd_writes_a_png_and_the_compiled_second_call_compiles_nothing(tmp_
     assert Image.open(tmp_path / "out.png").size == (128, 128)
     assert "first call:" in out.stdout and "second call:" in out.stdout
     assert "0 executables compiled" in out.stdout.split("second call:")[1]
+
+
+def _tiny_qwen_image_transformer():
+    torch.manual_seed(0)
+    return diffusers.QwenImageTransformer2DModel(
+        patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=16, num_attention_heads=4,
+        joint_attention_dim=16, guidance_embeds=False, axes_dims_rope=(8, 4, 4)).eval()
+
+
+def _transformer_inputs(device, height=4, width=4):
+    g = torch.Generator().manual_seed(0)
+    return dict(hidden_states=torch.randn(1, height * width, 16, generator=g).to(device),
+                encoder_hidden_states=torch.randn(1, 8, 16, generator=g).to(device),
+                encoder_hidden_states_mask=torch.ones(1, 8, dtype=torch.long).to(device),
+                timestep=torch.tensor([1.0]).to(device).expand(1), img_shapes=[(1, height, width)])
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_group_offloading_with_streams(mode):
+    """Diffusers' group offloading onto tpu (blocks kept on the CPU, moved in per forward on a
+    stream, record_stream on the moved tensors), eager and compiled, as the model on the CPU. In
+    compiled mode the RoPE table stays a CPU tensor that the compiled region moves itself."""
+    model = _tiny_qwen_image_transformer()
+    with torch.no_grad():
+        expected = model(**_transformer_inputs("cpu")).sample
+        model.enable_group_offload(onload_device="tpu", offload_device="cpu", offload_type="block_level",
+                                   num_blocks_per_group=1, use_stream=True, record_stream=True, non_blocking=True)
+        if mode == "compiled":
+            torch._dynamo.reset()
+            model.compile(backend="tpu")
+        for _ in range(2):
+            out = model(**_transformer_inputs("tpu")).sample
+            torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_transformer_compiled_with_dynamic_shapes_over_three_sizes():
+    """dynamic=True without duck shapes, as Diffusers' own compile tests ask: each latent size
+    compiles once (no Dynamo recompile), results as on the CPU."""
+    import torch.fx.experimental._config as fx_config
+    model = _tiny_qwen_image_transformer()
+    sizes = [(4, 4), (4, 8), (8, 8)]
+    with torch.no_grad():
+        expected = {s: model(**_transformer_inputs("cpu", *s)).sample for s in sizes}
+        torch._dynamo.reset()
+        compiled = torch.compile(model.to("tpu"), backend="tpu", fullgraph=True, dynamic=True)
+        for s in sizes:
+            with torch._dynamo.config.patch(error_on_recompile=True), fx_config.patch(use_duck_shape=False):
+                out = compiled(**_transformer_inputs("tpu", *s)).sample
+            torch.testing.assert_close(out.cpu(), expected[s], rtol=1e-4, atol=1e-5)

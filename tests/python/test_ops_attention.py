@@ -205,3 +205,16 @@ def test_compiled_graph_uses_the_fused_rules():
     torch.testing.assert_close(out.detach().cpu(), f(q, k, v, m))
     for a, b in zip(dev_args, ref_args):
         torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_backend_choice_under_symbolic_shapes(dynamic):
+    """The backend choice runs on fake tensors with symbolic sizes when Dynamo traces with dynamic
+    shapes (Diffusers' compile tests do): it must compare sym sizes, not call numel()."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+    compiled = torch.compile(f, backend="tpu", dynamic=dynamic)
+    for length in (5, 9, 13):
+        q, k, v = qkv(2, 4, 4, length, length, 8)
+        out = compiled(q.to(DEV), k.to(DEV), v.to(DEV))
+        torch.testing.assert_close(out.cpu(), f(q, k, v))

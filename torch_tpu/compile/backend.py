@@ -71,7 +71,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
         return split_unsupported(gm, lambda sub, sub_name: compile_graph(sub, None, sub_name, options, True, label),
                                  kind)
     _stats.note_graph(kind)
-    return CompiledGraph(spec, constants, options)
+    return CompiledGraph(spec, constants, options, _spec.graph_device(gm))
 
 
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=None, **_ignored):

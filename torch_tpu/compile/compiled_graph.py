@@ -31,13 +31,14 @@ def lift_constants(gm):
 class CompiledGraph:
     """The boxed callable AOTAutograd runs: one _C._GraphExecutable per graph."""
 
-    def __init__(self, spec, constants, options):
+    def __init__(self, spec, constants, options, device=None):
         self._boxed_call = True  # an instance attribute: functools.wraps copies it to wrappers
         self.executable = _C._GraphExecutable(spec)
         self.skipped = set(spec["skipped_inputs"])
         self.constants = constants
         self.options = options
         self._device_constants = None
+        self.device = device  # where the graph computes when no input is a tpu tensor
 
     def _constants_on(self, device):
         if self._device_constants is None:
@@ -48,7 +49,8 @@ class CompiledGraph:
     def __call__(self, args):
         inputs = [a for i, a in enumerate(args) if i not in self.skipped] if self.skipped else list(args)
         args.clear()  # boxed convention: let the caller's references go early
-        device = next((t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "tpu"), None)
+        device = next((t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "tpu"),
+                      self.device)
         if self.constants:
             inputs += self._constants_on(device or "tpu")
         if device is not None:

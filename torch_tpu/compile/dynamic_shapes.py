@@ -3,7 +3,10 @@
 XLA compiles static shapes: the symbolic graph is traced and compiled once per distinct input
 shape at its first call, and Dynamo itself does not recompile (docs/compile.md).
 """
+import copy
+
 import torch
+import torch.fx
 
 from . import stats as _stats
 
@@ -25,6 +28,34 @@ def _input_key(args):
                  if isinstance(a, torch.Tensor) else (type(a).__name__, a) for a in args)
 
 
+def _reads_number(node):
+    return ((node.op == "call_method" and node.target == "item")
+            or (node.op == "call_function" and node.target in (torch.ops.aten._local_scalar_dense.default,
+                                                                torch.ops.aten.item.default)))
+
+
+def _number_inputs(gm):
+    """Positions of inputs the graph reads as numbers (x.item()). With dynamic=True Dynamo passes
+    Python floats it does not specialise (an RMSNorm's eps) as 0-d tensors read by .item(), which
+    has no value at static shapes; like a shape, each distinct value is compiled once."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [i for i, ph in enumerate(placeholders) if any(_reads_number(u) for u in ph.users)]
+
+
+def _with_numbers(gm, positions, args):
+    """A copy of gm whose .item() reads of args[positions] are those values."""
+    graph = copy.deepcopy(gm.graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for i in positions:
+        value = args[i].item()
+        for read in [u for u in placeholders[i].users if _reads_number(u)]:
+            for user in list(read.users):
+                user.args = torch.fx.node.map_arg(user.args, lambda a: value if a is read else a)
+                user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda a: value if a is read else a)
+            graph.erase_node(read)
+    return torch.fx.GraphModule(gm, graph)
+
+
 class SpecializedPerShape:
     """A dynamic-shape graph (dynamic=True, or dynamo's automatic dynamic after a shape change):
     XLA compiles static shapes, so each distinct input shape is traced and compiled once, at its
@@ -36,14 +67,16 @@ class SpecializedPerShape:
         self.label = label
         self.compiled = {}
         self.last_key = None
+        self.number_inputs = _number_inputs(gm)
 
     def __call__(self, *args):
-        key = _input_key(args)
+        key = _input_key(args) + tuple(args[i].item() for i in self.number_inputs)
         fn = self.compiled.get(key)
         if fn is None:
             if self.last_key is not None:
                 _stats.note_shape_specialization(self.label, self.last_key, key)
-            fn = self.compile_static(self.gm, list(args))
+            gm = _with_numbers(self.gm, self.number_inputs, args) if self.number_inputs else self.gm
+            fn = self.compile_static(gm, list(args))
             self.compiled[key] = fn
         self.last_key = key
         return fn(*args)

@@ -241,6 +241,17 @@ class SpecWriter:
                 "nodes": self.nodes, "skipped_inputs": self.skipped}
 
 
+def graph_device(gm: torch.fx.GraphModule):
+    """The tpu device the graph's values live on, or None. A graph whose inputs are all on the
+    CPU can still compute on the tpu (it moves them there itself, e.g. a RoPE table kept on the
+    CPU and moved with .to(device) inside the compiled region)."""
+    for node in gm.graph.nodes:
+        for value in _flat_vals(node.meta.get("val")):
+            if isinstance(value, torch.Tensor) and value.device.type == "tpu":
+                return value.device
+    return None
+
+
 def graph_spec(gm: torch.fx.GraphModule, name: str, example_inputs=None) -> dict:
     """The spec of `gm`; raises Unsupported naming the first node that cannot be lowered.
     Number inputs with a concrete example value become constants ("skipped_inputs")."""

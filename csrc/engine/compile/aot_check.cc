@@ -188,7 +188,14 @@ void aot_count_run(const AotResult& r) {
   m.aot_ops_run++;
   // libtpu reports a negative optimal_seconds (-4, -5 seen) for modules it does not model;
   // those ops are counted as run but not estimated, and left out of every sum below.
-  if (!r.accepted || r.optimal_seconds < 0) return;
+  if (!r.accepted) return;
+  if (r.optimal_seconds < 0) {
+    if (r.roofline_seconds >= 0) {
+      m.aot_ops_roofline_only++;
+      m.aot_roofline_only_ps += std::llround(r.roofline_seconds * 1e12);
+    }
+    return;
+  }
   m.aot_ops_estimated++;
   m.aot_estimated_ps += std::llround(r.optimal_seconds * 1e12);
   if (r.roofline_seconds >= 0) m.aot_roofline_ps += std::llround(r.roofline_seconds * 1e12);

@@ -58,6 +58,7 @@ void reset_metrics() {
   m.disk_cache_hits = 0; m.disk_cache_writes = 0; m.disk_cache_corrupt = 0; m.host_to_device_bytes = 0;
   m.device_to_host_bytes = 0;
   m.aot_ops_run = 0; m.aot_ops_estimated = 0; m.aot_estimated_ps = 0; m.aot_roofline_ps = 0;
+  m.aot_ops_roofline_only = 0; m.aot_roofline_only_ps = 0;
   m.aot_flops = 0; m.aot_bytes = 0;
   std::lock_guard<std::mutex> lock(g_mu);
   g_fallbacks.clear();

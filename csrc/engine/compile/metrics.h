@@ -23,6 +23,10 @@ struct Metrics {
   std::atomic<int64_t> aot_ops_estimated{0};  // ops whose module has libtpu's optimal_seconds
   std::atomic<int64_t> aot_estimated_ps{0};    // sum of optimal_seconds, in picoseconds
   std::atomic<int64_t> aot_roofline_ps{0};     // sum of roofline bounds of those ops, picoseconds
+  // Ops libtpu accepts but does not model (negative optimal_seconds): their roofline bounds, so a
+  // whole step's estimate need not silently leave them out.
+  std::atomic<int64_t> aot_ops_roofline_only{0};
+  std::atomic<int64_t> aot_roofline_only_ps{0};
   std::atomic<int64_t> aot_flops{0};
   std::atomic<int64_t> aot_bytes{0};
 };

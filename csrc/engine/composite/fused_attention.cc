@@ -28,14 +28,16 @@ bool takes_fused_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   if (q.scalar_type() != k.scalar_type() || q.scalar_type() != v.scalar_type()) return false;
   if (!at::isFloatingType(q.scalar_type())) return false;
   if (q.is_nested() || k.is_nested() || v.is_nested()) return false;
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != k.size(1) || v.size(2) != k.size(2) ||
-      k.size(3) != q.size(3) || v.size(3) != q.size(3)) {
+  // Sym sizes: under Dynamo with dynamic shapes the choice is made on fake tensors whose sizes
+  // are symbolic (comparisons become guards), where numel()/size() throw.
+  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0) return false;
+  if (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0) || v.sym_size(1) != k.sym_size(1) ||
+      v.sym_size(2) != k.sym_size(2) || k.sym_size(3) != q.sym_size(3) || v.sym_size(3) != q.sym_size(3)) {
     return false;
   }
   // Fewer k/v heads only where the math path would repeat them (enable_gqa); otherwise the math
   // path raises PyTorch's own error for mismatched heads.
-  if (k.size(1) != q.size(1) && !(enable_gqa && q.size(1) % k.size(1) == 0)) return false;
+  if (k.sym_size(1) != q.sym_size(1) && !(enable_gqa && q.sym_size(1) % k.sym_size(1) == 0)) return false;
   if (mask.has_value() && mask->defined()) {
     // The fused backward has no gradient for the mask; a float mask of another dtype promotes
     // differently on the math path.
@@ -52,7 +54,7 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
                                                                                        : at::SDPBackend::math;
   if (backend == at::SDPBackend::math && !at::globalContext().userEnabledMathSDP()) {
     TORCH_CHECK(false, "No viable backend for scaled_dot_product_attention on tpu: the math backend is disabled "
-                       "and the fused one does not take this call (query ", query.sizes(), ", key ", key.sizes(),
+                       "and the fused one does not take this call (query ", query.sym_sizes(), ", key ", key.sym_sizes(),
                 "), dropout_p=", dropout_p);
   }
   return static_cast<int64_t>(backend);

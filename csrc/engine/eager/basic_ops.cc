@@ -238,13 +238,23 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.key_set() == from.key_set() || (dense(self) && dense(from));
 }
 
+// record_stream protects a caching allocator's block from reuse while another stream may read
+// it. A tpu device runs everything in one order (every torch.tpu.Stream is that queue) and PJRT
+// keeps a buffer alive until the work that reads it is done, so there is nothing to record;
+// the op still checks that the stream is a tpu stream, as CUDA's checks for a CUDA one.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "record_stream: expected a tpu stream for a tensor on ", self.device(), ", got a stream on ",
+              stream.device());
+}
+
 const std::set<std::string>& explicit_kernels() {
   static const std::set<std::string> names{
       "empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold",
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
       "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
-      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex",
+      "_has_compatible_shallow_copy_type", "view_as_real", "view_as_complex", "record_stream",
       // engine/growing/growing_cat.cc (appends along a growing dim; the rest runs the cat rule)
       "cat",
       // host_read_ops.cc
@@ -263,6 +273,7 @@ bool is_explicit_kernel(const c10::OperatorName& name) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  m.impl("record_stream", record_stream);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
