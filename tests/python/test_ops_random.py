@@ -125,6 +125,21 @@ def test_arange_out():
     torch.testing.assert_close(out.cpu(), torch.arange(5.0))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_arange_after_an_empty_arange(dtype):
+    """The length is a function of the (runtime) scalars: an empty result once (arange(0),
+    arange(1, 1)) must not make later calls of the same dtype empty, as it did."""
+    for args in [(0,), (5,), (1, 1, 1), (0, 2**40, 2**38), (3,), (7, 7), (2, 9, 2)]:
+        torch.testing.assert_close(torch.arange(*args, device=DEV, dtype=dtype).cpu(), torch.arange(*args, dtype=dtype))
+
+
+def test_arange_errors_like_the_cpu():
+    for args, message in [((0, 5, 0), "step must be nonzero"), ((5, 0, 1), "inconsistent with step sign"),
+                          ((0, float("inf"), 1), "unsupported range")]:
+        with pytest.raises(RuntimeError, match=message):
+            torch.arange(*args, device=DEV)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
 def test_linspace_eye(dtype):
     # Fractional endpoints: an integer result truncates them first (2.5 -> 2), as the CPU does.

@@ -140,6 +140,8 @@ std::vector<std::string> register_lowered_ops() {
       } else if (adapter != nullptr && adapter->prepare == &check_float8_fill_values) {
         lib->impl(full.c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_float8_fill_values>>());
+      } else if (adapter != nullptr && adapter->prepare == &resize_arange_out) {
+        lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&resize_arange_out>>());
       } else if (adapter != nullptr && adapter->prepare == &check_out_dtype_is_self_dtype) {
         lib->impl(full.c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_out_dtype_is_self_dtype>>());

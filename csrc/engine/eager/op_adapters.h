@@ -50,6 +50,10 @@ void check_out_dtype_is_self_dtype(const c10::OperatorHandle& op, torch::jit::St
 // past the largest finite value, and inf for e4m3fn), unlike that of tensor elements, which rounds.
 void check_float8_fill_values(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
 
+// arange.start_out's `out` resized to the result's length first (the length depends on scalars
+// that are runtime values, so it must be in the call's shapes).
+void resize_arange_out(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args);
+
 // _scaled_mm's and _scaled_mm_v2's results with the CPU kernels' checks (scaled_mm_meta.cc).
 // PyTorch's meta kernels take meta tensors for CUDA ones: they require row-/column-major
 // operands and extents divisible by 16, and raise other exception types than the CPU.
