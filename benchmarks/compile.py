@@ -25,6 +25,7 @@ from torch_tpu.compile import stats  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
 from timing import timed  # noqa: E402
+from v6e import eager_call_us  # noqa: E402
 
 
 def mlp_step(device, compiled):
@@ -148,13 +149,15 @@ def main():
             result[(device, compiled)] = (first * 1e3, steady * 1e3 / per)
             if device == "tpu" and compiled:
                 result["estimate"] = libtpu_estimate()
+            elif device == "tpu":
+                result["eager estimate"] = eager_call_us(run)
         rows.append((title, result))
 
     print(f"torch-tpu compile benchmark — tpu device: {torch_tpu._C._platform_name()} "
           f"({torch.tpu.get_device_name(0) if hasattr(torch.tpu, 'get_device_name') else ''}); "
           f"{os.cpu_count()} CPU cores; PyTorch {torch.__version__}")
     header = (f"{'workload':<58} {'tpu eager':>10} {'tpu comp.':>10} {'cpu eager':>10} {'inductor':>10} "
-              f"{'comp/eager':>10} {'comp/ind.':>10} {'1st call':>10} {'1st/2nd':>8} {'v6e est.':>10}")
+              f"{'comp/eager':>10} {'comp/ind.':>10} {'1st call':>10} {'1st/2nd':>8} {'v6e eager':>10} {'v6e est.':>10}")
     print(header)
     for title, r in rows:
         te, tc = r[("tpu", False)][1], r[("tpu", True)][1]
@@ -163,13 +166,17 @@ def main():
         first = r[("tpu", True)][0]
         second = r[("tpu", True)][1] * per
         est = r.get("estimate")
+        eager_est = r.get("eager estimate")
+        eager_text = f"{eager_est[0] / per:.1f} us" if eager_est else ""
         print(f"{title:<58} {te:>10.3f} {tc:>10.3f} {ce:>10.3f} {ind if ind is None else round(ind, 3)!s:>10} "
               f"{te / tc:>9.2f}x {'' if ind is None else f'{ind / tc:.2f}x':>10} {first / 1e3:>9.2f}s {first / second:>7.0f}x "
-              f"{est:>10}")
+              f"{eager_text:>10} {est:>10}")
     print("comp/eager: our eager time / our compiled time (higher is better); comp/ind.: Inductor CPU time / our "
           "compiled time; 1st call: first compiled call incl. tracing and compiling (plus the libtpu AOT compile "
           "when enabled); 1st/2nd: first call / a later same-shape call; v6e est.: libtpu's estimate for the "
-          "compiled graphs of one step (fw+bw+optimizer summed; per token for decode); 'r': roofline bound only.")
+          "compiled graphs of one step (fw+bw+optimizer summed; per token for decode); 'r': roofline bound only; "
+          "v6e eager: libtpu's estimates summed over the op modules one eager step launches (roofline where it "
+          "has none; no per-launch overhead).")
 
 
 if __name__ == "__main__":

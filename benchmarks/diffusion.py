@@ -28,6 +28,7 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import timed  # noqa: E402
+from v6e import eager_call_us  # noqa: E402
 
 LATENT = 32  # 256x256 images (VAE factor 8)
 
@@ -84,23 +85,6 @@ def v6e_estimate_us():
     return total if found else None
 
 
-def eager_v6e_us(run):
-    """libtpu's v6e estimate of one eager step: the sum over every op module it launches (each
-    op is its own executable, so nothing is fused across ops), and how many it launches."""
-    from torch_tpu import aot
-    before = aot.stats()
-    run()
-    torch.tpu.synchronize()
-    after = aot.stats()
-    if after["error"] or not after["topology"]:
-        return None
-    launches = after["ops_run"] - before["ops_run"]
-    # libtpu does not model some modules (copies, small elementwise ops): their roofline bound
-    # stands in, so the sum covers every launch that has cost figures.
-    seconds = sum(after[k] - before[k] for k in ("estimated_seconds", "roofline_only_seconds"))
-    return seconds * 1e6, launches
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="narrower models, fewer iterations")
@@ -120,7 +104,7 @@ def main():
             if device == "tpu" and compiled:
                 result["v6e"] = v6e_estimate_us()
             elif device == "tpu":
-                result["v6e eager"] = eager_v6e_us(run)
+                result["v6e eager"] = eager_call_us(run)
         model.to("cpu")
         rows.append((name, params, result))
     print(f"torch-tpu diffusion benchmark — tpu device: {torch_tpu._C._platform_name()}, "
