@@ -151,7 +151,7 @@ def main():
                 result["estimate"] = libtpu_estimate()
             elif device == "tpu":
                 result["eager estimate"] = eager_call_us(run)
-        rows.append((title, result))
+        rows.append((title, result, per))
 
     print(f"torch-tpu compile benchmark — tpu device: {torch_tpu._C._platform_name()} "
           f"({torch.tpu.get_device_name(0) if hasattr(torch.tpu, 'get_device_name') else ''}); "
@@ -159,7 +159,7 @@ def main():
     header = (f"{'workload':<58} {'tpu eager':>10} {'tpu comp.':>10} {'cpu eager':>10} {'inductor':>10} "
               f"{'comp/eager':>10} {'comp/ind.':>10} {'1st call':>10} {'1st/2nd':>8} {'v6e eager':>10} {'v6e est.':>10}")
     print(header)
-    for title, r in rows:
+    for title, r, per in rows:
         te, tc = r[("tpu", False)][1], r[("tpu", True)][1]
         ce = r[("cpu", False)][1]
         ind = r.get(("cpu", True), (None, None))[1]
@@ -167,7 +167,10 @@ def main():
         second = r[("tpu", True)][1] * per
         est = r.get("estimate")
         eager_est = r.get("eager estimate")
-        eager_text = f"{eager_est[0] / per:.1f} us" if eager_est else ""
+        eager_text = ""
+        if eager_est:  # a roofline bound beside a roofline bound
+            roofline = est.endswith(" r")
+            eager_text = f"{eager_est['roofline_us' if roofline else 'us'] / per:.1f} us" + (" r" if roofline else "")
         print(f"{title:<58} {te:>10.3f} {tc:>10.3f} {ce:>10.3f} {ind if ind is None else round(ind, 3)!s:>10} "
               f"{te / tc:>9.2f}x {'' if ind is None else f'{ind / tc:.2f}x':>10} {first / 1e3:>9.2f}s {first / second:>7.0f}x "
               f"{eager_text:>10} {est:>10}")

@@ -121,8 +121,8 @@ def main():
         v6e = r.get("v6e")
         eager = r.get("v6e eager")
         v6e_text = f"{v6e:.1f}" if v6e is not None else "-"
-        eager_text = f"{eager[0]:.1f} ({eager[1]})" if eager else "-"
-        ratio = f"{eager[0] / v6e:.2f}x" if eager and v6e else "-"
+        eager_text = f"{eager['us']:.1f} ({eager['launches']})" if eager else "-"
+        ratio = f"{eager['us'] / v6e:.2f}x" if eager and v6e else "-"
         print(f"{name:<22} {params:>6.1f}M {te:>12.1f} {tc:>11.1f} {ce:>12.1f} {ci:>11.1f} {te / tc:>9.2f}x "
               f"{ci / tc:>8.2f}x {first / tc:>7.0f}x {eager_text:>12} {v6e_text:>12} {ratio:>9}")
     print("comp/eager: our eager / our compiled per step (seed's ratio 2.3x); comp/ind.: Inductor CPU / our "

@@ -3,10 +3,12 @@ import torch
 
 
 def eager_call_us(run):
-    """(µs, launches) for one eager call of `run`: the sum of libtpu's estimates over every op
-    module it launches (each op is its own executable, so nothing fuses across ops), the roofline
-    bound standing in for modules libtpu does not model. Per-launch host overhead, which a TPU
-    adds on top, is not in it. None when the AOT check is off."""
+    """libtpu's v6e figures for one eager call of `run`, summed over every op module it launches
+    (each op is its own executable, so nothing fuses across ops), or None when the AOT check is
+    off: {"us": libtpu's estimates, the roofline bound standing in for modules it does not model;
+    "roofline_us": the roofline bounds of all of them (to set beside a graph that has only a
+    roofline bound); "launches"}. Per-launch host overhead, which a TPU adds on top, is in neither.
+    """
     from torch_tpu import aot
     before = aot.stats()
     run()
@@ -14,5 +16,9 @@ def eager_call_us(run):
     after = aot.stats()
     if after["error"] or not after["topology"]:
         return None
-    seconds = sum(after[k] - before[k] for k in ("estimated_seconds", "roofline_only_seconds"))
-    return seconds * 1e6, after["ops_run"] - before["ops_run"]
+
+    def delta(*keys):
+        return sum(after[k] - before[k] for k in keys) * 1e6
+    return {"us": delta("estimated_seconds", "roofline_only_seconds"),
+            "roofline_us": delta("roofline_seconds", "roofline_only_seconds"),
+            "launches": after["ops_run"] - before["ops_run"]}
