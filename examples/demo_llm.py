@@ -88,11 +88,12 @@ def main():
     after = torch_tpu.aot.stats()
     if after["topology"] and not after["error"]:
         chip = after["topology"].split(":")[0]
-        per_token = (after["estimated_seconds"] - before["estimated_seconds"]) / (decoded + 1)
-        roofline = (after["roofline_seconds"] - before["roofline_seconds"]) / (decoded + 1)
-        print(f"libtpu ({after['topology']}): {per_token * 1e6:.1f} us per generated token where it has "
-              f"estimates, roofline bound {roofline * 1e6:.1f} us per token on {chip} "
-              f"({after['accepted']} programs accepted, {after['rejected']} rejected)")
+        run = torch_tpu.aot.between(before, after)
+        per_token, roofline = run["seconds"] / (decoded + 1), run["roofline_seconds"] / (decoded + 1)
+        print(f"libtpu ({after['topology']}): {per_token * 1e6:.1f} us per generated token on {chip}, "
+              f"roofline bound {roofline * 1e6:.1f} us ({run['unmodelled']} of {run['ops']} launches have no "
+              f"libtpu estimate and count at their roofline bound; {after['accepted']} programs accepted, "
+              f"{after['rejected']} rejected)")
 
 
 if __name__ == "__main__":

@@ -86,10 +86,11 @@ def main(argv=None):
     print(f"second call: {second:.2f} s, {second_compiles} executables compiled "
           f"({first / max(second, 1e-9):.1f}x faster)")
     if after["topology"] and not after["error"]:
-        per_step = (after["estimated_seconds"] - before["estimated_seconds"]) / steps
-        roofline = (after["roofline_seconds"] - before["roofline_seconds"]) / steps
-        print(f"libtpu ({after['topology']}): {per_step * 1e3:.3f} ms per denoising step where it has estimates "
-              f"(whole pipeline call / steps; roofline bound {roofline * 1e3:.3f} ms)")
+        run = torch_tpu.aot.between(before, after)
+        per_step, roofline = run["seconds"] / steps, run["roofline_seconds"] / steps
+        print(f"libtpu ({after['topology']}): {per_step * 1e3:.3f} ms per denoising step (whole pipeline call / "
+              f"steps; roofline bound {roofline * 1e3:.3f} ms; {run['unmodelled']} of {run['ops']} launches have no "
+              f"libtpu estimate and count at their roofline bound)")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,18 @@ def stats() -> dict:
     return dict(_C._aot_check_stats())
 
 
+def between(before: dict, after: dict) -> dict:
+    """libtpu's figures for the ops run between two stats() readings: "seconds" sums its
+    estimates, with the roofline bound standing in for modules it does not model (e.g. a compiled
+    decode graph; leaving them out would understate the step); "roofline_seconds" sums the
+    roofline bounds of all; "ops" and "unmodelled" count the launches."""
+    def delta(key):
+        return after[key] - before[key]
+    return {"seconds": delta("estimated_seconds") + delta("roofline_only_seconds"),
+            "roofline_seconds": delta("roofline_seconds") + delta("roofline_only_seconds"),
+            "ops": delta("ops_run"), "unmodelled": delta("ops_roofline_only")}
+
+
 def compile_workload(fn, topology: str = "v6e:1x1", cache_dir: str = "") -> dict:
     """Runs fn() with every module also compiled for `topology` (written to cache_dir if given).
 
