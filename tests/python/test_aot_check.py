@@ -78,6 +78,23 @@ def test_estimated_time_accumulates_per_op_run_and_resets(run):
     assert "estimated v6e time for the ops run" in stats["report"]
 
 
+def test_launches_without_an_estimate_count_at_their_roofline_bound(run):
+    """Modules libtpu accepts but does not model are run too (a compiled decode graph is one):
+    torch_tpu.aot.between() counts them at their roofline bound instead of leaving them out."""
+    from torch_tpu import aot
+    stats, _, _ = run
+    unmodelled = [m for m in stats["modules"] if m["accepted"] and m["optimal_seconds"] < 0]
+    assert unmodelled, "the workload runs modules libtpu does not model"
+    assert 0 < stats["ops_roofline_only"] <= stats["ops_run"] - stats["ops_estimated"]
+    assert stats["roofline_only_seconds"] > 0
+    zero = {k: 0 for k in ("estimated_seconds", "roofline_only_seconds", "roofline_seconds", "ops_run",
+                           "ops_roofline_only")}
+    step = aot.between(zero, stats)
+    assert step["seconds"] == pytest.approx(stats["estimated_seconds"] + stats["roofline_only_seconds"])
+    assert step["roofline_seconds"] == pytest.approx(stats["roofline_seconds"] + stats["roofline_only_seconds"])
+    assert (step["ops"], step["unmodelled"]) == (stats["ops_run"], stats["ops_roofline_only"])
+
+
 def read_entries(directory, fingerprint):
     """{options + module: (file name, key)} of the cache entries written with `fingerprint`."""
     entries = {}
