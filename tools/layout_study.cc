@@ -253,6 +253,22 @@ Workload sum_last(DType dt, int64_t rows, int64_t cols) {
           }};
 }
 
+// A decode token's SwiGLU MLP as one module, down(silu(x . gate.T) * (x . up.T)) (Llama's MLP):
+// compiled whole, libtpu reads the weights more than once (docs/compile.md, Measured), unlike
+// each product alone.
+Workload swiglu_mlp(DType dt, int64_t k, int64_t n) {
+  return {"decode SwiGLU MLP", hlo::mlir_name(dt),
+          dims_str({1, k}) + ", gate/up " + dims_str({n, k}) + ", down " + dims_str({k, n}), [=](Variant v) {
+            Module m(v);
+            Value x = m.param(Type(dt, {1, k})), gate = m.param(Type(dt, {n, k})), up = m.param(Type(dt, {n, k}));
+            Value down = m.param(Type(dt, {k, n}));
+            Value g = hlo::dot_general(m.b(), x, gate, {}, {}, {1}, {1}, dt);
+            Value u = hlo::dot_general(m.b(), x, up, {}, {}, {1}, {1}, dt);
+            Value act = hlo::mul(m.b(), hlo::mul(m.b(), g, hlo::unary(m.b(), "stablehlo.logistic", g)), u);
+            return m.finish({hlo::dot_general(m.b(), act, down, {}, {}, {1}, {1}, dt)});
+          }};
+}
+
 std::vector<Workload> workloads() {
   const DType bf = DType::BF16, f32 = DType::F32;
   return {
@@ -262,6 +278,7 @@ std::vector<Workload> workloads() {
       matmul(bf, {8, 4096}, {4096, 11008}, "decode matmul"),
       linear(bf, 1, 4096, 4096),
       linear(bf, 8, 4096, 11008),
+      swiglu_mlp(bf, 4096, 11008),
       matmul(bf, {16, 1024, 64}, {16, 64, 1024}, "bmm attention scores"),
       matmul(bf, {16, 1024, 1024}, {16, 1024, 64}, "bmm attention x values"),
       transpose2d(bf, 4096, 64),
