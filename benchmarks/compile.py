@@ -25,7 +25,7 @@ from torch_tpu.compile import stats  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
 from timing import timed  # noqa: E402
-from v6e import eager_call_us  # noqa: E402
+from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
 
 def mlp_step(device, compiled):
@@ -105,25 +105,6 @@ def decode_step(device, compiled):
     return run
 
 
-def libtpu_estimate():
-    """libtpu's v6e time (us) for one call's compiled graphs: its cost-analysis estimate summed over
-    the graphs, or where libtpu gives none (optimal_seconds < 0) the roofline bound, marked "r"."""
-    total, roofline_only, found = 0.0, False, False
-    for exe in list(stats.executables):
-        aot = exe.last_aot()
-        if not aot or not aot["accepted"] or exe.runs == 0:
-            continue
-        found = True
-        if aot["optimal_seconds"] >= 0:
-            total += aot["optimal_seconds"] * 1e6
-        else:
-            total += aot["roofline_seconds"] * 1e6
-            roofline_only = True
-    if not found:
-        return ""
-    return f"{total:.1f} us" + (" r" if roofline_only else "")
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer iterations, skip Inductor")
@@ -148,7 +129,8 @@ def main():
             first, steady = timed(run, device, max(1, iters // (4 if per > 1 else 1)))
             result[(device, compiled)] = (first * 1e3, steady * 1e3 / per)
             if device == "tpu" and compiled:
-                result["estimate"] = libtpu_estimate()
+                graphs = compiled_graphs_us()  # "r": a roofline bound only
+                result["estimate"] = f"{graphs[0]:.1f} us" + (" r" if graphs[1] else "") if graphs else ""
             elif device == "tpu":
                 result["eager estimate"] = eager_call_us(run)
         rows.append((title, result, per))

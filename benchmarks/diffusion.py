@@ -28,7 +28,7 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import timed  # noqa: E402
-from v6e import eager_call_us  # noqa: E402
+from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
 LATENT = 32  # 256x256 images (VAE factor 8)
 
@@ -75,16 +75,6 @@ def step(model, inputs, device, compiled):
     return run
 
 
-def v6e_estimate_us():
-    total, found = 0.0, False
-    for exe in list(stats.executables):
-        aot = exe.last_aot()
-        if aot and aot["accepted"] and exe.runs:
-            found = True
-            total += (aot["optimal_seconds"] if aot["optimal_seconds"] >= 0 else aot["roofline_seconds"]) * 1e6
-    return total if found else None
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="narrower models, fewer iterations")
@@ -102,7 +92,8 @@ def main():
             run = step(model, inputs, device, compiled)
             result[(device, compiled)] = timed(run, device, iters)
             if device == "tpu" and compiled:
-                result["v6e"] = v6e_estimate_us()
+                graphs = compiled_graphs_us()
+                result["v6e"] = graphs[0] if graphs else None
             elif device == "tpu":
                 result["v6e eager"] = eager_call_us(run)
         model.to("cpu")
