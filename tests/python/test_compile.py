@@ -204,6 +204,32 @@ def test_graph_is_split_around_an_op_without_rule():
     assert graph_compiles() >= 2  # the parts before and after the eig are compiled
 
 
+def test_functional_collectives_split_even_a_fullgraph_graph(tmp_path):
+    """DTensor and tensor-parallel plans trace to _c10d_functional ops: they run through the tpu
+    c10d backend between compiled parts, also under fullgraph=True (a one-rank group here; two
+    and four ranks: test_distributed.py, tp_plan with StaticCache)."""
+    script = textwrap.dedent(f"""
+        import torch, torch.distributed as dist, torch_tpu
+        import torch.distributed._functional_collectives as funcol
+        from torch_tpu.compile import stats
+        dist.init_process_group("tpu", rank=0, world_size=1, init_method="file://{tmp_path}/store")
+        def f(x):
+            y = funcol.all_reduce(x * 2, "sum", dist.group.WORLD)
+            z = funcol.all_gather_tensor(y.sin(), 0, dist.group.WORLD)
+            return z + 1
+        x = torch.randn(5, 3)
+        out = torch.compile(f, backend="tpu", fullgraph=True)(x.to("tpu"))
+        torch.testing.assert_close(out.cpu(), (x * 2).sin() + 1)
+        assert stats.collectives["_c10d_functional::all_reduce.default"] == 1, stats.collectives
+        assert not stats.splits, stats.splits
+        print("OK", dict(stats.graphs))
+        dist.destroy_process_group()
+    """)
+    env = dict(os.environ, TORCH_TPU_QUIET="1")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-3000:]
+
+
 @pytest.mark.parametrize("dynamic", [True, None])
 def test_dynamic_shapes_are_specialised_per_shape_at_run_time(dynamic):
     """dynamic=True, or dynamo's automatic dynamic after a shape change (dynamic=None): XLA

@@ -77,7 +77,8 @@ def tiny_qwen3(tmp_path_factory):
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_transformers_tp_plan_auto_generates_cpu_tokens(nproc, tiny_qwen3, tmp_path):
     proc, passed = torchrun("transformers_tp.py", nproc, tmp_path, tiny_qwen3, 8)
-    expected = ["tp_generate_matches_cpu"] + (["tp_memory_per_rank"] if nproc >= 4 else [])
+    expected = ["tp_generate_matches_cpu", "tp_static_cache_compiled_matches_cpu"] + (
+        ["tp_memory_per_rank"] if nproc >= 4 else [])
     assert_all_ranks_passed(proc, passed, expected)
     results = tmp_path / f"results-transformers_tp.py-{nproc}"
     memory = [json.loads((results / f"memory{rank}.json").read_text()) for rank in range(nproc)]

@@ -137,6 +137,142 @@ def test_decode_loop_compiles_once_per_capacity():
     assert executables_built() - warm <= 10, executables_built() - warm
 
 
+def grown_mask(steps, batch=3, start=5, seed=0):
+    """generate()'s 2-D attention mask: left-padded rows, one column of ones appended per step."""
+    g = torch.Generator().manual_seed(seed)
+    cpu = (torch.rand(batch, start, generator=g) > 0.4).long()
+    dev = cpu.to(DEV)
+    for _ in range(steps):
+        cpu = torch.cat([cpu, cpu.new_ones(batch, 1)], dim=-1)
+        dev = torch.cat([dev, dev.new_ones(batch, 1)], dim=-1)
+    return cpu, dev
+
+
+def mask_reads(mask, total, window):
+    """What transformers' mask builders do with the 2-D mask each step (masking_utils.py)."""
+    as_bool = mask.to(torch.bool)
+    padded = F.pad(as_bool, (0, total - mask.shape[-1]))
+    rows = torch.arange(mask.shape[0], device=mask.device).view(-1, 1, 1, 1)
+    last = torch.arange(max(mask.shape[-1] - window, 0), mask.shape[-1], device=mask.device).view(1, 1, 1, -1)
+    return [as_bool, padded, padded[rows, torch.arange(total, device=mask.device).view(1, 1, 1, -1)],
+            as_bool[rows, last], mask[:, -3:][rows, torch.tensor([-1, 0, -3], device=mask.device)],
+            F.pad(mask.float(), (0, 4), value=2.5), F.pad(mask, (0, 200))]
+
+
+def test_mask_reads_of_a_grown_mask_match_cpu():
+    for steps in (3, 20, 130):  # 130: past the first capacity, and the pad past it
+        cpu, dev = grown_mask(steps)
+        before = fallbacks()
+        for got, want in zip(mask_reads(dev, 160, 4), mask_reads(cpu, 160, 4)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert torch.equal(got.cpu(), want)
+        assert fallbacks() == before
+
+
+def test_gathers_from_a_grown_tensor_wrap_and_check_like_the_cpu():
+    cpu, dev = grown_mask(10)  # length 15, capacity 128
+    idx = torch.tensor([[0, -1, 14, -15]])
+    assert torch.equal(dev[:, idx.to(DEV)].cpu(), cpu[:, idx])
+    assert torch.equal(dev[torch.tensor([2, 0]).to(DEV), torch.tensor([3, -2]).to(DEV)].cpu(),
+                       cpu[torch.tensor([2, 0]), torch.tensor([3, -2])])
+    for bad in (15, -16, 127):  # inside the capacity but past the length: the CPU's IndexError
+        with pytest.raises(IndexError):
+            cpu[:, torch.tensor([bad])]
+        with pytest.raises(IndexError, match="index out of range"):
+            dev[:, torch.tensor([bad]).to(DEV)].cpu()
+    f = torch.randn(3, 4)
+    grown_cpu, grown_dev = f, f.to(DEV)
+    for _ in range(6):
+        grown_cpu = torch.cat([grown_cpu, torch.full((3, 1), float("nan"))], dim=1)
+        grown_dev = torch.cat([grown_dev, torch.full((3, 1), float("nan")).to(DEV)], dim=1)
+    for dtype in (torch.bfloat16, torch.bool, torch.complex64):  # NaN to int: docs/limits.md
+        torch.testing.assert_close(grown_dev.to(dtype).cpu(), grown_cpu.to(dtype), equal_nan=True)
+    for dtype in (torch.int32, torch.float16, torch.uint8):
+        assert torch.equal(dev.to(dtype).cpu(), cpu.to(dtype))
+    torch.testing.assert_close(F.pad(grown_dev, (0, 5), value=float("-inf")).cpu(),
+                               F.pad(grown_cpu, (0, 5), value=float("-inf")), equal_nan=True)
+    # Pads of other dims, before the rows, or negative ones keep the rule's path.
+    for pad in ((1, 2), (0, -3), (0, 0, 1, 1), (0, 2, 1, 0)):
+        torch.testing.assert_close(F.pad(grown_dev, pad).cpu(), F.pad(grown_cpu, pad), equal_nan=True)
+
+
+def test_mask_reads_compile_nothing_per_step():
+    """A padded batch's mask rebuilt each step (static cache of 48 positions, window 8): after
+    the first steps no length compiles anything."""
+    _, dev = grown_mask(2)
+    for step in range(30):
+        dev = torch.cat([dev, dev.new_ones(3, 1)], dim=-1)
+        [t.cpu() for t in mask_reads(dev, 48, 8)[:4]]
+        if step == 2:
+            warm = executables_built()
+    assert executables_built() == warm
+
+
+def padded_batch_attention(mask, k, v, q):
+    """One decode step's attention as transformers builds it for a padded batch (masking_utils
+    sdpa_mask without vmap, then sdpa_attention_forward): causal & padding mask over arange(kv)."""
+    kv_length = mask.shape[-1]
+    padding = mask.to(torch.bool)
+    all_valid = padding.sum() == padding.numel()  # fast_all
+    kv = torch.arange(kv_length, device=mask.device) + 0
+    q_pos = torch.arange(1, device=mask.device) + (kv_length - 1)
+    rows = torch.arange(mask.shape[0], device=mask.device)[:, None, None, None]
+    causal = kv[None, None, None, :] <= q_pos[None, None, :, None]
+    full = (causal & padding[rows, kv[None, None, None, :]]).expand(mask.shape[0], -1, 1, kv_length)
+    additive = torch.where(full, 0.0, float("-inf"))
+    return all_valid, full, F.scaled_dot_product_attention(q, k, v, attn_mask=additive, enable_gqa=True)
+
+
+def test_padded_batch_decode_matches_cpu_and_compiles_nothing_per_step():
+    """The mask chain over growing tensors: arange of the grown length, pointwise ops, the full
+    reduction, the gather, attention with a growing mask; values equal the CPU's every step, and
+    after the first steps nothing compiles (the capacity stays 128)."""
+    g = torch.Generator().manual_seed(3)
+    mask_cpu = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    k_cpu, v_cpu = torch.randn(2, 2, 5, 16, generator=g), torch.randn(2, 2, 5, 16, generator=g)
+    mask, k, v = mask_cpu.to(DEV), k_cpu.to(DEV), v_cpu.to(DEV)
+    before = fallbacks()
+    for step in range(40):
+        new_k, new_v = torch.randn(2, 2, 1, 16, generator=g), torch.randn(2, 2, 1, 16, generator=g)
+        k_cpu, v_cpu = torch.cat([k_cpu, new_k], 2), torch.cat([v_cpu, new_v], 2)
+        k, v = torch.cat([k, new_k.to(DEV)], 2), torch.cat([v, new_v.to(DEV)], 2)
+        mask_cpu = torch.cat([mask_cpu, mask_cpu.new_ones(2, 1)], -1)
+        mask = torch.cat([mask, mask.new_ones(2, 1)], -1)
+        q_cpu = torch.randn(2, 4, 1, 16, generator=g)
+        want = padded_batch_attention(mask_cpu, k_cpu, v_cpu, q_cpu)
+        got = padded_batch_attention(mask, k, v, q_cpu.to(DEV))
+        assert bool(got[0]) == bool(want[0]) and torch.equal(got[1].cpu(), want[1])
+        torch.testing.assert_close(got[2].cpu(), want[2])
+        if step == 3:
+            warm = executables_built()
+    assert executables_built() == warm
+    assert fallbacks() == before
+
+
+def test_growing_results_keep_pytorchs_layout_contracts():
+    cpu, dev = grown_mask(6)
+    for t_dev, t_cpu in ((dev * 3 + 1, cpu * 3 + 1), (dev.to(torch.float32).neg(), cpu.to(torch.float32).neg())):
+        assert not t_dev.is_contiguous()  # a padded prefix, like a grown cat's result
+        assert t_dev.contiguous().is_contiguous() and torch.equal(t_dev.contiguous().cpu(), t_cpu)
+        assert torch.equal(t_dev.clone(memory_format=torch.contiguous_format).cpu(), t_cpu)
+    ids = dev.clone()  # a grown tensor no other tensor shares: view() moves it to a dense storage
+    ids = torch.cat([torch.cat([ids, ids.new_ones(3, 1)], -1), ids.new_ones(3, 1)], -1)
+    ref = torch.cat([torch.cat([cpu, cpu.new_ones(3, 1)], -1), cpu.new_ones(3, 1)], -1)
+    assert not ids.is_contiguous()
+    assert torch.equal(ids.view(-1).cpu(), ref.view(-1)) and ids.is_contiguous()
+    shared = torch.cat([ids, ids.new_ones(3, 1)], -1)
+    shared = torch.cat([shared, shared.new_ones(3, 1)], -1)
+    alias = shared[:, :2]  # another view of the storage: view() keeps PyTorch's error
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        shared.view(-1)
+    assert alias.shape == (3, 2)
+    n = dev.shape[-1]  # an arange of a grown length is a padded prefix too: 1-D, contiguous
+    r = torch.arange(n, device=DEV)
+    assert r.untyped_storage().nbytes() == 128 * r.element_size()
+    assert r.is_contiguous() and torch.equal(r.view(1, -1).cpu(), torch.arange(n).view(1, -1))
+    assert torch.equal((r * 2).cpu(), torch.arange(n) * 2)
+
+
 WORKER = r"""
 import json, sys, torch, transformers, torch_tpu
 n = int(sys.argv[1])

@@ -43,6 +43,11 @@ def decompositions():
     return table
 
 
+def _only_collectives_unsupported(gm):
+    reasons = {_spec.unsupported_reason(n) for n in gm.graph.nodes if n.op == "call_function"} - {None}
+    return reasons == {_spec.COLLECTIVE}
+
+
 def _graph_label(gm):
     """"file.py:12" of the first traced node: names the graph in metrics and errors."""
     for node in gm.graph.nodes:
@@ -63,6 +68,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
         node = e.node
         where = _spec.source_line(node) if node is not None else ""
         what = _spec.op_label(node.target) if node is not None and node.op == "call_function" else "graph"
+        # Collectives split the graph even under fullgraph=True (graph_spec.COLLECTIVE); any other
+        # op without a rule is still an error there.
+        fullgraph = fullgraph and not _only_collectives_unsupported(gm)
         if fullgraph or node is None or node.op != "call_function":
             raise CompileError(f"torch.compile(backend='tpu'): cannot compile {what}: {e.why}"
                                + (f"\n  at {where}" if where else "")

@@ -22,6 +22,18 @@ _RANDOM_BASE_NAMES = {"native_dropout", "rand", "randn", "rand_like", "randn_lik
 HOST_OP = "computes on CPU tensors"
 
 
+# unsupported_reason() of a functional collective (_c10d_functional.all_reduce, wait_tensor, ...;
+# what DTensor and tensor-parallel plans trace to): it runs eagerly through the tpu c10d backend
+# between compiled parts, also under fullgraph=True. On the XLA CPU plugin the bytes cross
+# processes by the host transport, which no executable can call (docs/parallel.md); on a TPU the
+# collective belongs inside the module (csrc/hlo/collectives.cc), not built yet.
+COLLECTIVE = "a collective: runs through the tpu c10d backend between compiled parts"
+
+
+def is_collective(target):
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == "_c10d_functional"
+
+
 class Unsupported(Exception):
     """A node the driver cannot lower; carries the node for messages and graph splitting."""
 
@@ -81,6 +93,8 @@ def unsupported_reason(node):
         return None
     if node.target is operator.getitem:
         return None
+    if is_collective(node.target):
+        return COLLECTIVE
     if not isinstance(node.target, torch._ops.OpOverload):
         return f"{op_label(node.target)} is not an ATen operator"
     if not rule_name(node.target):
@@ -213,6 +227,10 @@ class SpecWriter:
                     position += 1
                     if isinstance(example, (int, float, bool)) and not isinstance(node.meta.get("val"), torch.Tensor):
                         self.constants[node] = example  # fixed for this executable (specialised per value)
+                        self.skipped.append(position - 1)
+                        continue
+                    if not node.users and not isinstance(node.meta.get("val"), torch.Tensor):
+                        # An unused opaque input: the DeviceMesh objects of a tensor-parallel model.
                         self.skipped.append(position - 1)
                         continue
                     self.ids[node] = self.new_value(node.meta.get("val"), f"graph input {node.name}")

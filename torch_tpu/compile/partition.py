@@ -36,7 +36,8 @@ def split_unsupported(gm: torch.fx.GraphModule, compile_part, kind: str):
     for node in fused.graph.nodes:
         reason = _spec.unsupported_reason(node) if node.op == "call_function" else None
         if reason is not None:
-            _stats.note_split(_spec.op_label(node.target), reason, on_host=reason == _spec.HOST_OP)
+            _stats.note_split(_spec.op_label(node.target), "collective" if reason == _spec.COLLECTIVE else reason,
+                              on_host=reason == _spec.HOST_OP)
         if node.op != "call_module":
             continue
         sub = getattr(fused, node.target)

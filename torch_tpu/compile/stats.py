@@ -10,6 +10,7 @@ from .. import _C
 
 graphs = collections.Counter()   # "forward" / "backward" / "inference" -> graphs compiled
 splits = collections.Counter()   # op -> times a graph was split around it (no lowering)
+collectives = collections.Counter()  # op -> collectives a graph was split around (graph_spec.COLLECTIVE)
 split_reasons = {}
 host_ops = collections.Counter()  # op -> graph nodes left to the CPU because their tensors are CPU tensors
 _last_inputs = {}                # graph structure -> input metas of its latest compile
@@ -23,6 +24,9 @@ def note_graph(kind):
 def note_split(op, reason, on_host=False):
     if on_host:
         host_ops[op] += 1
+        return
+    if reason == "collective":
+        collectives[op] += 1
         return
     splits[op] += 1
     split_reasons[op] = reason
@@ -39,7 +43,9 @@ def note_dynamo_graph(gm, example_inputs, label="graph"):
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     symbolic = any(not isinstance(d, int) for n in gm.graph.nodes if n.op == "placeholder"
                    for v in [n.meta.get("example_value")] if isinstance(v, torch.Tensor) for d in v.shape)
-    metas = [(tuple(t.shape), t.dtype) if hasattr(t, "shape") else (("value", t), type(t)) for t in example_inputs]
+    # Opaque inputs (a DeviceMesh of a tensor-parallel model, a ProcessGroup) have no dtype.
+    metas = [(tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else (("value", t), type(t))
+             for t in example_inputs]
     previous = _last_inputs.get(structure)
     _last_inputs[structure] = metas
     if previous is None:
@@ -72,14 +78,19 @@ def note_shape_specialization(label, old_key, new_key):
     _C._count_recompile(f"torch.compile graph ({label}), dynamic shapes specialised", reason)
 
 
+_dumped = 0
+
+
 def note_module(executable, options):
     executables.add(executable)
     dump_dir = options.get("dump_dir")
     if not dump_dir:
         return
     os.makedirs(dump_dir, exist_ok=True)
+    global _dumped
+    _dumped += 1  # graphs recompiled under the same label (guards failed) get their own files
     safe = "".join(c if c.isalnum() else "_" for c in executable.name)[:80]
-    path = os.path.join(dump_dir, f"{safe}_{executable.compiles}.mlir")
+    path = os.path.join(dump_dir, f"{_dumped:04d}_{safe}_{executable.compiles}.mlir")
     with open(path, "w") as f:
         f.write(executable.last_module())
 
@@ -88,6 +99,7 @@ def reset():
     graphs.clear()
     splits.clear()
     split_reasons.clear()
+    collectives.clear()
     host_ops.clear()
 
 
@@ -107,6 +119,11 @@ def report_lines():
         lines.append(f"  graph splits           {sum(splits.values())} (ops without a lowering ran eagerly)")
         for op, n in splits.most_common(10):
             lines.append(f"    {op:<40} {n}  {split_reasons.get(op, '')}")
+    if collectives:
+        lines.append(f"  collectives in graphs  {sum(collectives.values())} (run through the tpu c10d backend "
+                     "between compiled parts)")
+        for op, n in collectives.most_common(4):
+            lines.append(f"    {op:<40} {n}")
     if host_ops:
         lines.append(f"  host ops in graphs     {sum(host_ops.values())} (nodes on CPU tensors, run on the CPU)")
     return lines

@@ -16,6 +16,8 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
+#include <limits>
+
 #include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
@@ -62,17 +64,28 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
 
 // Keys and values with spare capacity (a growing KV cache, engine/growing): attention over the
 // whole capacity with the rows past the length masked out, so the module depends on the
-// capacity, not on the length. nullopt when k/v are not such tensors or a mask is given (a
-// mask has the length in its shape anyway).
+// capacity, not on the length. A mask must grow with them (generate()'s padded-batch mask, built
+// over the capacity by engine/growing); nullopt for other tensors and masks.
 std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(const at::Tensor& key,
                                                                              const at::Tensor& value,
                                                                              const std::optional<at::Tensor>& mask) {
-  if (mask.has_value() && mask->defined()) return std::nullopt;
   std::optional<int64_t> capacity = padded_capacity(key, 2);
   if (!capacity || padded_capacity(value, 2) != capacity) return std::nullopt;
+  int64_t length = key.size(2);
   // arange(C) < length: the length is a runtime scalar of the comparison.
-  at::Tensor valid = at::arange(*capacity, key.options().dtype(at::kLong)).lt(key.size(2)).view({1, 1, 1, *capacity});
-  return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), valid);
+  at::Tensor valid = rows_below(*capacity, length, 3, 4, key);
+  if (!mask.has_value() || !mask->defined()) {
+    return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), valid);
+  }
+  std::optional<Spare> grows = spare_rows(*mask);
+  if (mask->dim() != 4 || !grows || grows->dim != 3 || grows->capacity != *capacity || grows->length != length) {
+    return std::nullopt;
+  }
+  at::Tensor whole = whole_capacity(*mask, 3, *capacity);
+  at::Tensor combined = mask->scalar_type() == at::kBool
+                            ? whole.logical_and(valid)
+                            : whole.masked_fill(valid.logical_not(), -std::numeric_limits<double>::infinity());
+  return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), combined);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>

@@ -250,7 +250,7 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 
 const std::set<std::string>& explicit_kernels() {
   static const std::set<std::string> names{
-      "empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold",
+      "empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold",  // view: growing_view.cc
       "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
       "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
       "_local_scalar_dense", "copy_", "nonzero", "nonzero.out", "masked_select", "_unique2",
@@ -276,7 +276,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", record_stream);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
-  m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   // Complex <-> (real, imag) pairs over one storage; reading it with the other element width
   // re-types the storage buffer (storage.cc, read_buffer).

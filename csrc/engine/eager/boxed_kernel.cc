@@ -15,6 +15,7 @@
 #include "engine/eager/op_call.h"
 #include "engine/eager/plan.h"
 #include "engine/eager/plan_cache.h"
+#include "engine/growing/growing_dims.h"
 #include "lowering/registry.h"
 
 // The generic eager kernel: OpCall -> cached Plan (op_outputs -> Program -> compile) -> launch.
@@ -108,10 +109,25 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
 
 namespace {
 // The kernel registered for ops with an argument adapter (op_adapters.h).
-template <PrepareFn prepare>
+template <PrepareFn prepare, OverCapacityFn over_capacity = nullptr>
 void prepared_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   prepare(op, stack, op.schema().arguments().size());
+  if constexpr (over_capacity != nullptr) {
+    if (over_capacity(op, stack)) return;
+  }
   boxed_kernel(op, ks, stack);
+}
+
+// The kernel of ops without an adapter that can run over a growing dim's capacity (engine/growing).
+template <OverCapacityFn over_capacity>
+void growing_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (over_capacity(op, stack)) return;
+  boxed_kernel(op, ks, stack);
+}
+
+template <PrepareFn prepare, OverCapacityFn over_capacity = nullptr>
+bool is(const OpAdapter* adapter) {
+  return adapter != nullptr && adapter->prepare == prepare && adapter->over_capacity == over_capacity;
 }
 }  // namespace
 
@@ -135,20 +151,32 @@ std::vector<std::string> register_lowered_ops() {
       if (rule.empty() || lowering::is_graph_only_rule(rule)) continue;
       std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       const OpAdapter* adapter = find_adapter(name);
-      if (adapter != nullptr && adapter->prepare == &move_cpu_indices) {
-        lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices>>());
-      } else if (adapter != nullptr && adapter->prepare == &check_float8_fill_values) {
-        lib->impl(full.c_str(),
-                  torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_float8_fill_values>>());
-      } else if (adapter != nullptr && adapter->prepare == &resize_arange_out) {
-        lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&resize_arange_out>>());
-      } else if (adapter != nullptr && adapter->prepare == &check_out_dtype_is_self_dtype) {
-        lib->impl(full.c_str(),
-                  torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_out_dtype_is_self_dtype>>());
+      auto kernel = torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>();
+      if (is<&move_cpu_indices, &index_over_capacity>(adapter)) {
+        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices, &index_over_capacity>>();
+      } else if (is<&move_cpu_indices>(adapter)) {
+        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices>>();
+      } else if (is<&check_float8_fill_values, &pad_over_capacity>(adapter)) {
+        kernel = torch::CppFunction::makeFromBoxedFunction<
+            &prepared_kernel<&check_float8_fill_values, &pad_over_capacity>>();
+      } else if (is<&check_float8_fill_values>(adapter)) {
+        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_float8_fill_values>>();
+      } else if (is<&resize_arange_out, &arange_over_capacity>(adapter)) {
+        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&resize_arange_out, &arange_over_capacity>>();
+      } else if (is<&check_out_dtype_is_self_dtype>(adapter)) {
+        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_out_dtype_is_self_dtype>>();
       } else {
-        TORCH_INTERNAL_ASSERT(adapter == nullptr || adapter->prepare == nullptr, full, ": adapter kernel not registered");
-        lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>());
+        TORCH_INTERNAL_ASSERT(adapter == nullptr || (adapter->prepare == nullptr && adapter->over_capacity == nullptr),
+                              full, ": adapter kernel not registered");
+        auto handle = c10::Dispatcher::singleton().findSchema(name);
+        if (adapter == nullptr && handle &&
+            takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
+          kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&pointwise_over_capacity>>();
+        } else if (adapter == nullptr && (full == "sum" || full == "all" || full == "any")) {
+          kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&reduction_over_capacity>>();
+        }
       }
+      lib->impl(full.c_str(), std::move(kernel));
       registered.push_back(full);
     }
     std::sort(registered.begin(), registered.end());

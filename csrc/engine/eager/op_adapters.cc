@@ -1,4 +1,5 @@
 #include "engine/eager/op_adapters.h"
+#include "engine/growing/growing_dims.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -196,6 +197,7 @@ void resize_arange_out(const c10::OperatorHandle& op, torch::jit::Stack* stack, 
 
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter cpu_indices{&move_cpu_indices, false};
+  static const OpAdapter index{&move_cpu_indices, false, false, nullptr, nullptr, nullptr, &index_over_capacity};
   static const OpAdapter same_dtype_out{&check_out_dtype_is_self_dtype, false};
   static const OpAdapter random_bits{nullptr, true};
   static const OpAdapter optimizer{nullptr, false, true, nullptr, nullptr, &fused_optimizer_meta};
@@ -204,12 +206,13 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   static const OpAdapter softmax_grad{nullptr, false, false, nullptr, &softmax_grad_dtype};
   static const OpAdapter self_typed_grad{nullptr, false, false, nullptr, &self_dtype};
   static const OpAdapter float8_fill{&check_float8_fill_values, false};
+  static const OpAdapter pad{&check_float8_fill_values, false, false, nullptr, nullptr, nullptr, &pad_over_capacity};
   static const OpAdapter fft{nullptr, false, false, nullptr, nullptr, &fft_out_meta};
-  static const OpAdapter arange{&resize_arange_out, false};
+  static const OpAdapter arange{&resize_arange_out, false, false, nullptr, nullptr, nullptr, &arange_over_capacity};
   static const OpAdapter scaled_mm{nullptr, false, false, nullptr, nullptr, &scaled_mm_meta};
   static const OpAdapter scaled_mm_v2{nullptr, false, false, nullptr, nullptr, &scaled_mm_v2_meta};
   static const std::map<std::string, const OpAdapter*> table{
-      {"aten::index", &cpu_indices},
+      {"aten::index", &index},
       {"aten::index_put", &cpu_indices},
       {"aten::index_put_", &cpu_indices},
       {"aten::_index_put_impl", &cpu_indices},
@@ -238,7 +241,7 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_scaled_mm_v2", &scaled_mm_v2},
       {"aten::fill", &float8_fill},
       {"aten::fill_", &float8_fill},
-      {"aten::constant_pad_nd", &float8_fill},
+      {"aten::constant_pad_nd", &pad},
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;

@@ -9,6 +9,7 @@
 namespace tpu::engine {
 
 using PrepareFn = void (*)(const c10::OperatorHandle&, torch::jit::Stack*, size_t num_args);
+using OverCapacityFn = bool (*)(const c10::OperatorHandle&, torch::jit::Stack*);
 
 struct OpAdapter {
   // Rewrites the arguments before the call is read (registered as a separate kernel, so ops
@@ -29,6 +30,9 @@ struct OpAdapter {
   // Replaces PyTorch's meta kernel where that one checks another device's rules: takes the op's
   // arguments as meta tensors from the stack and pushes its returns, raising the CPU's errors.
   void (*meta)(const c10::OperatorHandle&, torch::jit::Stack*) = nullptr;
+  // Runs the call over the whole capacity of a growing argument (engine/growing), after
+  // `prepare`; returns false to leave the call to the rule.
+  OverCapacityFn over_capacity = nullptr;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.

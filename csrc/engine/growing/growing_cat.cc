@@ -55,6 +55,7 @@ at::Tensor append(const std::vector<at::Tensor>& ts, int64_t dim) {
     grown = at::constant_pad_nd(whole, pad, 0).contiguous();
   }
   mark_growable(grown);
+  note_grown(grown, length + added, grown.size(dim));
   std::vector<at::Tensor> rest(ts.begin() + 1, ts.end());
   grown.narrow(dim, length, added).copy_(rest.size() == 1 ? rest[0] : at::cat(rest, dim));
   std::vector<int64_t> sizes = past.sizes().vec();

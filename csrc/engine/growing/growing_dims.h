@@ -13,6 +13,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 
 #include <optional>
 
@@ -33,6 +35,40 @@ at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity);
 // TPU tiles the two minor dims by 8-16 x 128; a short generation then compiles its decode
 // modules once, and the spare rows of a KV cache cost little: 9 MB for a 9B model's 36 layers).
 int64_t capacity_for(int64_t length);
+
+// The growing dim of `t` if it is a padded prefix with spare rows: the dim, the capacity and the
+// length (nullopt for ordinary tensors, full ones, conj/neg views, or when ambiguous).
+struct Spare {
+  int64_t dim, capacity, length;
+};
+std::optional<Spare> spare_rows(const at::Tensor& t);
+
+// Positions 0..n-1 along `dim` of a rank-`rank` tensor, shaped to broadcast along it, compared
+// with `length` (a runtime scalar): true for the rows a padded prefix holds.
+at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, const at::Tensor& like);
+
+// `whole` (size `capacity` along `dim`) as a padded prefix of `length` rows, marked growable.
+at::Tensor as_padded_prefix(const at::Tensor& whole, int64_t dim, int64_t length);
+
+// Growing tensors (appends, results over a capacity) remember their lengths while they live, so
+// that an arange of such a length (the mask's key positions, arange(kv_length)) is made with the
+// same capacity.
+void note_grown(const at::Tensor& t, int64_t length, int64_t capacity);
+std::optional<int64_t> capacity_of_grown_length(int64_t length);
+
+// Calls run over a growing argument's whole capacity, so their modules depend on the capacity,
+// not on the length. Each returns true when it handled the call (its result is on the stack),
+// false to leave the call to the rule. growing_reads.cc: constant_pad_nd, index.Tensor;
+// growing_pointwise.cc: pointwise ops and full reductions; arange of a grown length.
+bool pad_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool index_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Whether pointwise_over_capacity may take calls of `op`: functional pointwise ops with one
+// tensor result, no generator, no memory format (clone(contiguous) must stay contiguous).
+bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag);
 
 // TORCH_TPU_GROWING_DIMS=0 turns the mechanism off (every length compiles its own modules).
 bool growing_dims_enabled();

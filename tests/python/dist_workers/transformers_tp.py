@@ -40,6 +40,17 @@ expected = cpu.generate(cpu_ids, attention_mask=torch.ones_like(cpu_ids), max_ne
 assert out.cpu().tolist() == expected.tolist(), (out.cpu().tolist(), expected.tolist())
 passed("tp_generate_matches_cpu")
 
+# StaticCache: transformers compiles the forward with backend "tpu" by itself; the plan's
+# all-reduces run through the c10d backend between the compiled parts.
+import torch_tpu.compile.stats as compile_stats  # noqa: E402
+
+static = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
+                        cache_implementation="static")
+assert static.cpu().tolist() == expected.tolist(), (static.cpu().tolist(), expected.tolist())
+assert compile_stats.graphs and compile_stats.collectives["_c10d_functional::all_reduce.default"] > 0, (
+    compile_stats.graphs, compile_stats.collectives)
+passed("tp_static_cache_compiled_matches_cpu")
+
 memory = json.dumps({"rank": rank, "world": world, "full_param_bytes": full_bytes,
                                  "local_param_bytes": local_bytes, "device_allocated_bytes": device_bytes,
                                  "peak_device_bytes": peak_device_bytes,

@@ -1,0 +1,135 @@
+// Pointwise ops, full reductions and aranges over a growing dim (growing_dims.h).
+//
+// With a padded batch, generate() rebuilds the 4-D attention mask every step from tensors whose
+// last dim is the sequence length: arange(kv_length) + offset, compared with the query position,
+// and-ed with the 2-D padding mask gathered at those positions, then turned into an additive
+// float mask. Each of those ops would compile once per length. Here they run over the whole
+// capacity instead: a pointwise op whose growing arguments agree on one dim (the others
+// broadcast along it) computes every row of the capacity and returns a padded prefix; a full
+// reduction masks the rows past the length with its identity; and an arange whose length is one
+// an append just grew to is made with that append's capacity, so the mask's key positions grow
+// with the cache they index. Values are exactly the rule's: rows past the length are computed
+// and never read.
+#include <ATen/ATen.h>
+
+#include "engine/device/storage.h"
+#include "engine/eager/boxed_kernel.h"
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+
+bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag) {
+  if (!pointwise_tag || schema.is_mutable() || schema.returns().size() != 1 ||
+      schema.returns()[0].type()->kind() != c10::TypeKind::TensorType) {
+    return false;
+  }
+  for (const c10::Argument& a : schema.arguments()) {
+    // By name: the schema type of a memory format is an int.
+    std::string type = a.type()->str();
+    if (a.name() == "memory_format" || a.name() == "generator" || type.find("Generator") != std::string::npos ||
+        type.find("[]") != std::string::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!growing_dims_enabled()) return false;
+  size_t num_args = op.schema().arguments().size();
+  size_t first = stack->size() - num_args;
+  int64_t rank = 0;
+  bool any_growable = false;
+  for (size_t i = first; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) continue;
+    rank = std::max<int64_t>(rank, t.dim());
+    any_growable = any_growable || (t.is_privateuseone() && storage_buffer(t).growable);
+  }
+  if (!any_growable) return false;
+  std::optional<Spare> grows;  // in the result's (broadcast) coordinates
+  for (size_t i = first; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (std::optional<Spare> g = spare_rows(t)) {
+      Spare at{g->dim + rank - t.dim(), g->capacity, g->length};
+      if (grows && (grows->dim != at.dim || grows->capacity != at.capacity || grows->length != at.length)) return false;
+      grows = at;
+    }
+  }
+  if (!grows) return false;
+  for (size_t i = first; i < stack->size(); ++i) {  // every operand checked before any is replaced
+    const c10::IValue& v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined() || spare_rows(v.toTensor())) continue;
+    const at::Tensor& t = v.toTensor();
+    int64_t local = grows->dim - (rank - t.dim());
+    if (local >= 0 && t.size(local) != 1) return false;  // an exact-length operand: the rule's path
+  }
+  for (size_t i = first; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    at::Tensor t = v.toTensor();
+    if (std::optional<Spare> g = spare_rows(t)) v = whole_capacity(t, g->dim, g->capacity);
+  }
+  run_op(op, stack);
+  at::Tensor result = stack->back().toTensor();
+  TORCH_INTERNAL_ASSERT(result.dim() == rank && result.size(grows->dim) == grows->capacity,
+                        op.schema().name(), " over capacity: result ", result.sizes());
+  stack->back() = as_padded_prefix(result, grows->dim, grows->length);
+  return true;
+}
+
+bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string& name = op.schema().name();
+  if (!op.schema().overload_name().empty() || (name != "aten::sum" && name != "aten::all" && name != "aten::any")) {
+    return false;
+  }
+  size_t num_args = op.schema().arguments().size();
+  c10::IValue& self_value = (*stack)[stack->size() - num_args];
+  std::optional<Spare> s = spare_rows(self_value.toTensor());
+  if (!s) return false;
+  const at::Tensor self = self_value.toTensor();
+  // Rows past the length become the reduction's identity.
+  at::Tensor identity = at::scalar_tensor(name == "aten::all" ? 1 : 0, self.options());
+  self_value = at::where(rows_below(s->capacity, s->length, s->dim, self.dim(), self),
+                         whole_capacity(self, s->dim, s->capacity), identity);
+  run_op(op, stack);
+  return true;
+}
+
+bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static thread_local bool inside = false;  // the capacity's own arange below takes the rule
+  if (inside || !growing_dims_enabled() || op.schema().overload_name() != "start_out") return false;
+  size_t n = stack->size();
+  at::Tensor out = (*stack)[n - 1].toTensor();
+  at::Scalar start = (*stack)[n - 4].toScalar(), step = (*stack)[n - 2].toScalar();
+  if (out.dim() != 1 || out.numel() == 0 || !at::isIntegralType(out.scalar_type(), /*includeBool=*/false) ||
+      !start.isIntegral(false) || !step.isIntegral(false) || out.storage_offset() != 0 ||
+      out.storage().use_count() != 1) {
+    return false;
+  }
+  std::optional<int64_t> capacity = capacity_of_grown_length(out.numel());
+  if (!capacity) return false;
+  // The same start and step over the whole capacity (integer steps: the rows past the length
+  // continue the sequence), then `out` becomes the padded prefix of that storage.
+  at::Tensor whole = at::empty({*capacity}, out.options());
+  inside = true;
+  try {
+    at::arange_out(whole, start, start.toLong() + step.toLong() * *capacity, step);
+  } catch (...) {
+    inside = false;
+    throw;
+  }
+  inside = false;
+  int64_t length = out.numel();
+  out.set_(whole.storage(), 0, {length}, {1});
+  mark_growable(out);
+  torch::jit::drop(*stack, 4);
+  torch::jit::push(*stack, out);
+  return true;
+}
+
+}  // namespace tpu::engine
