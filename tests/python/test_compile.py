@@ -204,6 +204,28 @@ def test_graph_is_split_around_an_op_without_rule():
     assert graph_compiles() >= 2  # the parts before and after the eig are compiled
 
 
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_graph_returning_an_updated_int_attribute(dynamic):
+    """Traced code that updates a Python int attribute (Transformers' sliding-window cache keeps
+    its length so): with symbolic shapes the graph returns the new int, which each specialised
+    executable returns as a number."""
+    class Cache:
+        def __init__(self):
+            self.length = 0
+
+    def f(x, cache):
+        cache.length += x.shape[0]
+        return x * 2 + cache.length
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="tpu", dynamic=dynamic)
+    ours, reference = Cache(), Cache()
+    for n in (3, 3, 5, 7):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(compiled(x.to(DEV), ours).cpu(), f(x, reference))
+        assert ours.length == reference.length
+
+
 def test_functional_collectives_split_even_a_fullgraph_graph(tmp_path):
     """DTensor and tensor-parallel plans trace to _c10d_functional ops: they run through the tpu
     c10d backend between compiled parts, also under fullgraph=True (a one-rank group here; two

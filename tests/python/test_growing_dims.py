@@ -43,6 +43,16 @@ def test_append_chain_matches_cpu_and_gets_capacity(dtype):
     assert capacity_of(dev) == 128 and not dev.is_contiguous()  # a padded prefix of 128 rows
 
 
+def test_small_first_appends_grow_large_ones_stay_exact():
+    small = torch.cat([torch.ones(2, 7, dtype=torch.long).to(DEV), torch.zeros(2, 1, dtype=torch.long).to(DEV)], -1)
+    assert small.untyped_storage().nbytes() == 2 * 128 * 8 and not small.is_contiguous()
+    assert torch.equal(small.cpu(), torch.cat([torch.ones(2, 7, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long)], -1))
+    big_cpu = torch.randn(64, 300)
+    big = torch.cat([big_cpu.to(DEV), big_cpu[:1].to(DEV)], 0)  # 128 x 300 x 4 bytes of capacity: past 64 KiB
+    assert big.is_contiguous() and big.untyped_storage().nbytes() == big.nbytes
+    assert torch.equal(big.cpu(), torch.cat([big_cpu, big_cpu[:1]], 0))
+
+
 def test_capacity_doubles_when_full():
     cpu, dev, _ = grow(130)
     assert torch.equal(dev.cpu(), cpu)

@@ -153,20 +153,21 @@ def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(f
                  logits_processor=transformers.LogitsProcessorList([counter]))
     assert got.cpu().tolist() == expected.tolist()
     # counts[0]: after prefill, counts[1]: after the first decode step (compiles the step graph).
-    # The second decode step builds a few more: the first append to generate()'s ids and mask is
-    # an ordinary cat, the second makes them growing tensors (engine/growing), whose layouts the
-    # ops that read them compile once. After that, no step builds anything.
+    # Generate's ids and mask are growing tensors from their first append (engine/growing), so
+    # the first decode step already sees the layouts of every later one.
     assert len(counter.counts) == 16
     steps_that_built = [i for i in range(2, 16) if counter.counts[i] != counter.counts[i - 1]]
     if family == "gemma3":
-        # docs/limits.md 'StaticCache with sliding-window layers': Dynamo guards on
+        # docs/limits.md 'StaticCache with sliding-window layers': with the dynamic=False that
+        # Transformers picks for tpu, Dynamo guards on
         # StaticSlidingWindowLayer.cumulative_length_int (a Python int) and traces the forward
         # again every token; the traces lower to the same module (memory-cache hits, no compile)
         # until Dynamo's recompile limit, after which it runs the forward eagerly: that step builds
-        # the eager ops' executables, later steps nothing. (Its 8-token window fills at step 2.)
-        assert steps_that_built[0] == 2 and len(steps_that_built) <= 2 and steps_that_built[-1] < 12, counter.counts
+        # the eager ops' executables, later steps nothing. Its 8-token window fills at step 2,
+        # where the cache update takes its other branch (a new graph).
+        assert len(steps_that_built) <= 2 and all(i < 12 for i in steps_that_built), counter.counts
     else:
-        assert steps_that_built in ([], [2]), counter.counts
+        assert not steps_that_built, counter.counts
 
 
 def test_dynamic_cache_padded_batch_compiles_nothing_per_token(family, tmp_path_factory, no_fallbacks):
@@ -182,8 +183,9 @@ def test_dynamic_cache_padded_batch_compiles_nothing_per_token(family, tmp_path_
     torch_tpu._C._clear_executable_caches()  # counts every executable this generate needs
     got = greedy(model, ids.to("tpu"), mask.to("tpu"), 20, logits_processor=transformers.LogitsProcessorList([counter]))
     assert got.cpu().tolist() == expected.tolist()
-    # Steps 1-3 build: exact shapes first, then the growing layouts of ids, mask and caches.
-    assert len(counter.counts) == 20 and counter.counts[3:] == [counter.counts[3]] * 17, counter.counts
+    # The prefill and the first two decode steps build (the caches of these tiny models grow from
+    # their first append, ids and mask too); later tokens build nothing.
+    assert len(counter.counts) == 20 and counter.counts[2:] == [counter.counts[2]] * 18, counter.counts
 
 
 def test_prompt_on_cpu_gives_pytorchs_device_mismatch_error(tmp_path_factory):

@@ -35,6 +35,7 @@ class CompiledGraph:
         self._boxed_call = True  # an instance attribute: functools.wraps copies it to wrappers
         self.executable = _C._GraphExecutable(spec)
         self.skipped = set(spec["skipped_inputs"])
+        self.constant_outputs = sorted(spec.get("constant_outputs", {}).items())
         self.constants = constants
         self.options = options
         self._device_constants = None
@@ -62,4 +63,6 @@ class CompiledGraph:
         outputs = self.executable.run(inputs)
         if self.executable.compiles != compiles_before:
             _stats.note_module(self.executable, self.options)
+        for position, value in self.constant_outputs:
+            outputs.insert(position, value)
         return outputs

@@ -135,6 +135,7 @@ class SpecWriter:
         self.example_inputs = example_inputs
         self.constants = {}   # fx.Node -> Python number (an int input of a graph specialised per shape)
         self.skipped = []     # positions of such inputs (the caller drops them)
+        self.constant_outputs = {}  # output position -> Python number returned as is
         self.values = []      # (scalar_type, sizes, strides)
         self.ids = {}         # fx.Node -> value id, or list of ids for multi-output nodes
         self.nodes = []
@@ -247,7 +248,12 @@ class SpecWriter:
                     else:
                         self.add_node(node)
                 elif node.op == "output":
-                    for out in _flat_vals(node.args[0]):
+                    for position, out in enumerate(_flat_vals(node.args[0])):
+                        if isinstance(out, (int, float, bool)) and not isinstance(out, torch.fx.Node):
+                            # A number the graph returns (the new value of a Python int attribute
+                            # the traced code updates, specialised for this executable).
+                            self.constant_outputs[position] = out
+                            continue
                         outputs.append(-1 if out is None else self.ref(out))
                 else:
                     raise Unsupported(node, f"FX node kind {node.op}")
@@ -256,7 +262,7 @@ class SpecWriter:
                     e.node = node
                 raise
         return {"name": self.name, "values": self.values, "inputs": inputs, "outputs": outputs,
-                "nodes": self.nodes, "skipped_inputs": self.skipped}
+                "nodes": self.nodes, "skipped_inputs": self.skipped, "constant_outputs": self.constant_outputs}
 
 
 def graph_device(gm: torch.fx.GraphModule):

@@ -40,6 +40,19 @@ bool is_append(const std::vector<at::Tensor>& ts, int64_t dim) {
   return true;
 }
 
+// A first append whose padded storage stays small (generate()'s ids and attention mask, the
+// caches of tiny models) grows at once, so the decode loop's second step already sees the
+// layouts of every later one. Larger first appends stay ordinary (exact, contiguous) results:
+// one-off cats of big tensors should not get spare capacity.
+bool small_first_append(const std::vector<at::Tensor>& ts, int64_t dim) {
+  constexpr int64_t kSmallBytes = 64 * 1024;
+  const at::Tensor& past = ts[0];
+  int64_t rows = past.size(dim);
+  for (size_t i = 1; i < ts.size(); ++i) rows += ts[i].size(dim);
+  int64_t per_row = past.numel() / past.size(dim) * past.element_size();
+  return per_row * capacity_for(rows) <= kSmallBytes;
+}
+
 at::Tensor append(const std::vector<at::Tensor>& ts, int64_t dim) {
   const at::Tensor& past = ts[0];
   int64_t length = past.size(dim), added = 0;
@@ -73,7 +86,7 @@ void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
     // Out-of-range dims and the legacy empty operands take the rule's path and its errors.
     if (rank > 0 && dim >= 0 && dim < rank) {
       if (is_append(ts, dim)) {
-        if (padded_capacity(ts[0], dim) || appended_before(ts[0], dim)) {
+        if (padded_capacity(ts[0], dim) || appended_before(ts[0], dim) || small_first_append(ts, dim)) {
           at::Tensor result = append(ts, dim);
           torch::jit::drop(*stack, 2);
           torch::jit::push(*stack, std::move(result));
