@@ -276,7 +276,8 @@ def test_growing_results_keep_pytorchs_layout_contracts():
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         shared.view(-1)
     assert alias.shape == (3, 2)
-    n = dev.shape[-1]  # an arange of a grown length is a padded prefix too: 1-D, contiguous
+    n = dev.shape[-1]  # an arange of a grown length that grows step by step (arange(n - 1) came
+    torch.arange(n - 1, device=DEV)  # before, as in a decode loop) is a padded prefix: 1-D, contiguous
     r = torch.arange(n, device=DEV)
     assert r.untyped_storage().nbytes() == 128 * r.element_size()
     assert r.is_contiguous() and torch.equal(r.view(1, -1).cpu(), torch.arange(n).view(1, -1))

@@ -137,13 +137,14 @@ class CompileCounter(transformers.LogitsProcessor):
         return scores
 
 
-def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(family, tmp_path_factory):
+@pytest.mark.parametrize("batch", [1, 2])
+def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(family, batch, tmp_path_factory):
     import torch._dynamo
 
     torch._dynamo.reset()  # Dynamo's per-frame recompile limit is shared by the families' forwards
     cpu_model, path = checkpoint(family, tmp_path_factory)
     model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
-    ids, mask = prompts(2)
+    ids, mask = prompts(batch)
     expected = greedy(cpu_model, ids, mask, 16)
     counter = CompileCounter()
     # Every executable this generate uses is built again (compiled, or loaded from the disk cache:
@@ -164,8 +165,9 @@ def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(f
         # again every token; the traces lower to the same module (memory-cache hits, no compile)
         # until Dynamo's recompile limit, after which it runs the forward eagerly: that step builds
         # the eager ops' executables, later steps nothing. Its 8-token window fills at step 2,
-        # where the cache update takes its other branch (a new graph).
-        assert len(steps_that_built) <= 2 and all(i < 12 for i in steps_that_built), counter.counts
+        # where the cache update takes its other branch (a new graph), and the sliding mask
+        # settles to the window's length a step later.
+        assert len(steps_that_built) <= 3 and all(i < 12 for i in steps_that_built), counter.counts
     else:
         assert not steps_that_built, counter.counts
 
@@ -183,9 +185,11 @@ def test_dynamic_cache_padded_batch_compiles_nothing_per_token(family, tmp_path_
     torch_tpu._C._clear_executable_caches()  # counts every executable this generate needs
     got = greedy(model, ids.to("tpu"), mask.to("tpu"), 20, logits_processor=transformers.LogitsProcessorList([counter]))
     assert got.cpu().tolist() == expected.tolist()
-    # The prefill and the first two decode steps build (the caches of these tiny models grow from
-    # their first append, ids and mask too); later tokens build nothing.
-    assert len(counter.counts) == 20 and counter.counts[2:] == [counter.counts[2]] * 18, counter.counts
+    # The prefill and the first decode step build (the caches of these tiny models grow from
+    # their first append, ids and mask too); later tokens build nothing, except once where Gemma
+    # 3's 8-token window fills (its sliding layers' mask then keeps the window's fixed length).
+    settled = 4 if family == "gemma3" else 2
+    assert len(counter.counts) == 20 and len(set(counter.counts[settled:])) == 1, counter.counts
 
 
 def test_prompt_on_cpu_gives_pytorchs_device_mismatch_error(tmp_path_factory):

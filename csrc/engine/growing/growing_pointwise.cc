@@ -6,11 +6,15 @@
 // float mask. Each of those ops would compile once per length. Here they run over the whole
 // capacity instead: a pointwise op whose growing arguments agree on one dim (the others
 // broadcast along it) computes every row of the capacity and returns a padded prefix; a full
-// reduction masks the rows past the length with its identity; and an arange whose length is one
-// an append just grew to is made with that append's capacity, so the mask's key positions grow
-// with the cache they index. Values are exactly the rule's: rows past the length are computed
+// reduction masks the rows past the length with its identity; and an arange whose length grows
+// step by step and is that of a live growing tensor is made with its capacity, so the mask's key
+// positions grow with the cache they index. Values are exactly the rule's: rows past the length are computed
 // and never read.
 #include <ATen/ATen.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
 
 #include "engine/device/storage.h"
 #include "engine/eager/boxed_kernel.h"
@@ -100,6 +104,22 @@ bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   return true;
 }
 
+namespace {
+std::mutex g_arange_mu;
+std::array<int64_t, 32> g_arange_lengths{};  // the latest aranges' lengths
+size_t g_arange_next = 0;
+
+void note_arange_length(int64_t n) {
+  std::lock_guard<std::mutex> lock(g_arange_mu);
+  g_arange_lengths[g_arange_next++ % g_arange_lengths.size()] = n;
+}
+
+bool seen_arange_length(int64_t n) {
+  std::lock_guard<std::mutex> lock(g_arange_mu);
+  return n > 0 && std::find(g_arange_lengths.begin(), g_arange_lengths.end(), n) != g_arange_lengths.end();
+}
+}  // namespace
+
 bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   static thread_local bool inside = false;  // the capacity's own arange below takes the rule
   if (inside || !growing_dims_enabled() || op.schema().overload_name() != "start_out") return false;
@@ -111,7 +131,12 @@ bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stac
       out.storage().use_count() != 1) {
     return false;
   }
-  std::optional<int64_t> capacity = capacity_of_grown_length(out.numel());
+  // Only a length that grows step by step (arange(n - 1) came shortly before, as a decode
+  // loop's arange(kv_length) does) and is that of a live growing tensor: a fixed length (a
+  // static cache's) keeps exact storages, also when a growing tensor reaches that length.
+  bool follows_shorter = seen_arange_length(out.numel() - 1);
+  note_arange_length(out.numel());
+  std::optional<int64_t> capacity = follows_shorter ? capacity_of_grown_length(out.numel()) : std::nullopt;
   if (!capacity) return false;
   // The same start and step over the whole capacity (integer steps: the rows past the length
   // continue the sequence), then `out` becomes the padded prefix of that storage.
