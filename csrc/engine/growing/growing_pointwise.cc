@@ -8,8 +8,8 @@
 // broadcast along it) computes every row of the capacity and returns a padded prefix; a full
 // reduction masks the rows past the length with its identity; and an arange whose length grows
 // step by step and is that of a live growing tensor is made with its capacity, so the mask's key
-// positions grow with the cache they index. Values are exactly the rule's: rows past the length are computed
-// and never read.
+// positions grow with the cache they index. Values are exactly the rule's: rows past the length
+// are computed and never read.
 #include <ATen/ATen.h>
 
 #include <algorithm>
