@@ -67,13 +67,9 @@ at::Tensor append(const std::vector<at::Tensor>& ts, int64_t dim) {
     pad[2 * (past.dim() - 1 - dim) + 1] = capacity_for(length + added) - whole.size(dim);
     grown = at::constant_pad_nd(whole, pad, 0).contiguous();
   }
-  mark_growable(grown);
-  note_grown(grown, length + added, grown.size(dim));
   std::vector<at::Tensor> rest(ts.begin() + 1, ts.end());
   grown.narrow(dim, length, added).copy_(rest.size() == 1 ? rest[0] : at::cat(rest, dim));
-  std::vector<int64_t> sizes = past.sizes().vec();
-  sizes[dim] = length + added;
-  return grown.as_strided(sizes, grown.strides(), 0);
+  return as_padded_prefix(grown, dim, length + added);
 }
 
 void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {

@@ -62,6 +62,24 @@ std::optional<Spare> spare_rows(const at::Tensor& t) {
   return found;
 }
 
+std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank) {
+  std::optional<Spare> grows;
+  for (const at::Tensor& t : operands) {
+    if (std::optional<Spare> g = spare_rows(t)) {
+      Spare at{g->dim + rank - t.dim(), g->capacity, g->length};
+      if (grows && (grows->dim != at.dim || grows->capacity != at.capacity || grows->length != at.length)) {
+        return std::nullopt;
+      }
+      grows = at;
+    }
+  }
+  for (const at::Tensor& t : operands) {
+    int64_t local = grows ? grows->dim - (rank - t.dim()) : -1;
+    if (local >= 0 && !spare_rows(t) && t.size(local) != 1) return std::nullopt;
+  }
+  return grows;
+}
+
 at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, const at::Tensor& like) {
   std::vector<int64_t> shape(rank, 1);
   shape[dim] = n;

@@ -43,6 +43,11 @@ struct Spare {
 };
 std::optional<Spare> spare_rows(const at::Tensor& t);
 
+// The growth the tensors of one broadcast share: every growing operand grows along the same
+// dim of the rank-`rank` broadcast with the same length and capacity, and every other operand has
+// extent 1 there. nullopt when none grows or they disagree. `dim` is in broadcast coordinates.
+std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank);
+
 // Positions 0..n-1 along `dim` of a rank-`rank` tensor, shaped to broadcast along it, compared
 // with `length` (a runtime scalar): true for the rows a padded prefix holds.
 at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, const at::Tensor& like);

@@ -42,36 +42,23 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
-  int64_t rank = 0;
+  // The common case first, without allocating: no operand has a growable storage.
   bool any_growable = false;
-  for (size_t i = first; i < stack->size(); ++i) {
-    const c10::IValue& v = (*stack)[i];
-    if (!v.isTensor()) continue;
-    const at::Tensor& t = v.toTensor();
-    if (!t.defined()) continue;
-    rank = std::max<int64_t>(rank, t.dim());
-    any_growable = any_growable || (t.is_privateuseone() && storage_buffer(t).growable);
-  }
-  if (!any_growable) return false;
-  std::optional<Spare> grows;  // in the result's (broadcast) coordinates
+  int64_t rank = 0;
   for (size_t i = first; i < stack->size(); ++i) {
     const c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const at::Tensor& t = v.toTensor();
-    if (std::optional<Spare> g = spare_rows(t)) {
-      Spare at{g->dim + rank - t.dim(), g->capacity, g->length};
-      if (grows && (grows->dim != at.dim || grows->capacity != at.capacity || grows->length != at.length)) return false;
-      grows = at;
-    }
+    rank = std::max<int64_t>(rank, t.dim());
+    any_growable = any_growable || (t.is_privateuseone() && storage_buffer(t).growable);
   }
-  if (!grows) return false;
-  for (size_t i = first; i < stack->size(); ++i) {  // every operand checked before any is replaced
-    const c10::IValue& v = (*stack)[i];
-    if (!v.isTensor() || !v.toTensor().defined() || spare_rows(v.toTensor())) continue;
-    const at::Tensor& t = v.toTensor();
-    int64_t local = grows->dim - (rank - t.dim());
-    if (local >= 0 && t.size(local) != 1) return false;  // an exact-length operand: the rule's path
+  if (!any_growable) return false;
+  std::vector<at::Tensor> operands;
+  for (size_t i = first; i < stack->size(); ++i) {
+    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) operands.push_back((*stack)[i].toTensor());
   }
+  std::optional<Spare> grows = shared_growth(operands, rank);  // in the result's coordinates
+  if (!grows) return false;  // nothing on the stack changed yet: the rule's path
   for (size_t i = first; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
@@ -86,18 +73,15 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   return true;
 }
 
+// Registered for sum, all and any (default overloads) only (boxed_kernel.cc).
 bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::string& name = op.schema().name();
-  if (!op.schema().overload_name().empty() || (name != "aten::sum" && name != "aten::all" && name != "aten::any")) {
-    return false;
-  }
   size_t num_args = op.schema().arguments().size();
   c10::IValue& self_value = (*stack)[stack->size() - num_args];
   std::optional<Spare> s = spare_rows(self_value.toTensor());
   if (!s) return false;
   const at::Tensor self = self_value.toTensor();
   // Rows past the length become the reduction's identity.
-  at::Tensor identity = at::scalar_tensor(name == "aten::all" ? 1 : 0, self.options());
+  at::Tensor identity = at::scalar_tensor(op.schema().name() == "aten::all" ? 1 : 0, self.options());
   self_value = at::where(rows_below(s->capacity, s->length, s->dim, self.dim(), self),
                          whole_capacity(self, s->dim, s->capacity), identity);
   run_op(op, stack);

@@ -94,23 +94,14 @@ bool index_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // the result is the broadcast index shape, growing along their dim); otherwise they are
   // ordinary strided operands of the rule.
   std::optional<Spare> grows;  // in broadcast coordinates
-  bool simple = static_cast<int64_t>(indices.size()) == self.dim();
-  for (size_t i = 0; simple && i < indices.size(); ++i) {
-    std::optional<at::Tensor> idx = indices.get(i);
-    if (!idx || !idx->defined()) {
-      simple = false;
-    } else if (std::optional<Spare> g = spare_rows(*idx)) {
-      Spare at{g->dim + rank - idx->dim(), g->capacity, g->length};
-      simple = !grows || (grows->dim == at.dim && grows->capacity == at.capacity && grows->length == at.length);
-      grows = at;
+  if (static_cast<int64_t>(indices.size()) == self.dim()) {
+    std::vector<at::Tensor> operands;
+    for (size_t i = 0; i < indices.size(); ++i) {
+      std::optional<at::Tensor> idx = indices.get(i);
+      if (idx && idx->defined()) operands.push_back(*idx);
     }
+    if (operands.size() == indices.size()) grows = shared_growth(operands, rank);
   }
-  for (size_t i = 0; simple && grows && i < indices.size(); ++i) {
-    const at::Tensor idx = *indices.get(i);
-    int64_t local = grows->dim - (rank - idx.dim());
-    if (local >= 0 && !spare_rows(idx) && idx.size(local) != 1) simple = false;
-  }
-  if (!simple) grows.reset();
   bool self_grows = s && static_cast<int64_t>(indices.size()) > s->dim && indices.get(s->dim) &&
                     indices.get(s->dim)->defined();
   if (!grows && !self_grows) return false;
