@@ -144,3 +144,24 @@ def test_plan_cache_unloads_executables_over_the_mapping_budget(tmp_path):
     mappings, evicted = map(int, out.stdout.split()[1:])
     assert evicted > 0
     assert mappings < 4500, f"{mappings} mappings with a budget of 3000"
+
+
+def test_compiler_flags_are_part_of_the_disk_cache_key(tmp_path):
+    # XLA:CPU reads XLA_FLAGS (libtpu LIBTPU_INIT_ARGS) when it loads: an executable compiled under
+    # other flags must not come back from the disk cache.
+    base = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"), TORCH_TPU_QUIET="1")
+    base.pop("XLA_FLAGS", None)
+    base.pop("LIBTPU_INIT_ARGS", None)
+
+    def run(**extra):
+        out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=dict(base, **extra))
+        assert out.returncode == 0, out.stderr
+        value, stats = out.stdout.strip().splitlines()
+        return float(value), tuple(map(int, stats.split()[1:]))
+
+    plain, (compiles, _) = run()
+    flagged, (flagged_compiles, flagged_hits) = run(XLA_FLAGS="--xla_cpu_enable_fast_math=false")
+    assert flagged == plain
+    assert flagged_compiles == compiles and flagged_hits == 0, "executables built without the flags were reused"
+    _, (again_compiles, again_hits) = run(XLA_FLAGS="--xla_cpu_enable_fast_math=false")
+    assert again_compiles == 0 and again_hits == compiles

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace tpu::engine {
@@ -27,8 +28,16 @@ std::string plugin_fingerprint(const std::string& platform_name,
                                const std::string& platform_version, const pjrt::Api& api) {
   struct stat st {};
   ::stat(api.path().c_str(), &st);
+  // The plugins read their compiler flags from these at load time (XLA:CPU and CUDA from
+  // XLA_FLAGS, libtpu from LIBTPU_INIT_ARGS): an executable built under other flags is another
+  // executable, so the disk cache must not hand it out.
+  std::string flags;
+  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') flags += std::string("|") + name + "=" + value;
+  }
   return platform_name + "|" + platform_version + "|pjrt" + api.version_string() + "|" +
-         api.attributes_string() + "|" + std::to_string(st.st_size);
+         api.attributes_string() + "|" + std::to_string(st.st_size) + flags;
 }
 
 std::string Runtime::description() const {

@@ -33,7 +33,8 @@ class Runtime {
 };
 
 // Identity of a plugin build, the first part of every disk-cache key:
-// "platform|version|pjrt<api version>|<plugin attributes>|<size of the plugin file>".
+// "platform|version|pjrt<api version>|<plugin attributes>|<size of the plugin file>", then
+// "|XLA_FLAGS=..." and "|LIBTPU_INIT_ARGS=..." when set (the plugins' compiler flags).
 // Computable without a client, so libtpu AOT on a CPU host (engine/aot_check.cc) produces the
 // key a TPU VM with the same libtpu wheel looks up. The file's mtime is deliberately not part
 // of it: pip does not preserve it, so it differs on every install.
