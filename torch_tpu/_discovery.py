@@ -1,17 +1,18 @@
 """Which PJRT plugin runs under the `tpu` device (docs/ARCHITECTURE.md, "Plugin selection").
 
-Order: TORCH_TPU_PJRT_PLUGIN=/path.so; libtpu when a TPU is on the PCI bus (never loaded
-otherwise: it can hang querying cloud metadata); else the XLA CPU plugin.
+Order: TORCH_TPU_PJRT_PLUGIN=/path.so; libtpu when a TPU chip is on the PCI bus (never loaded
+otherwise: it can hang querying cloud metadata); else the XLA CPU plugin. Under torchrun on a TPU
+VM each process is given one chip before libtpu loads (_tpu_host.py).
 """
 from __future__ import annotations
 
-import glob
 import importlib.util
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-GOOGLE_PCI_VENDOR = "0x1ae0"
+from . import _tpu_host
 
 # CPU plugin wheels, newest PJRT first; TORCH_TPU_CPU_PLUGIN=<module> picks one explicitly.
 CPU_PLUGINS = (
@@ -28,13 +29,17 @@ class Plugin:
 
 
 def tpu_on_pci_bus() -> bool:
-    for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"):
-        try:
-            if Path(vendor).read_text().strip().lower() == GOOGLE_PCI_VENDOR:
-                return True
-        except OSError:
-            continue
-    return False
+    return bool(_tpu_host.tpu_chips())
+
+
+def _place_this_process(chips_on_host: int) -> None:
+    """Under torchrun, one chip per process (_tpu_host.py); before libtpu loads."""
+    variables, why = _tpu_host.one_chip_per_process_env(os.environ, chips_on_host)
+    for name, value in variables.items():
+        os.environ.setdefault(name, value)
+    if not variables and int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) > 1 \
+            and not any(os.environ.get(n) for n in _tpu_host.PLACEMENT_VARIABLES):
+        warnings.warn(f"torch-tpu: chips not assigned to this process: {why}", RuntimeWarning, stacklevel=3)
 
 
 def _module_dir(name: str) -> Path | None:
@@ -72,10 +77,12 @@ def find_plugin() -> Plugin | None:
     override = os.environ.get("TORCH_TPU_PJRT_PLUGIN")
     if override:
         return Plugin(override, "custom", "TORCH_TPU_PJRT_PLUGIN")
-    if tpu_on_pci_bus():
+    chips = _tpu_host.tpu_chips()
+    if chips:
         path = libtpu_path()
         if path:
             os.environ.setdefault("TPU_ML_PLATFORM", "PyTorch/torch-tpu")
+            _place_this_process(len(chips))
             return Plugin(path, "tpu", "TPU found on the PCI bus")
     path = cpu_plugin_path()
     if path:
