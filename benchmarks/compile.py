@@ -24,7 +24,7 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
-from timing import timed  # noqa: E402
+from timing import first_call, interleaved, ratio, steady  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
 
@@ -117,22 +117,29 @@ def main():
         ("tiny Llama decode step (forward, 1 token, static cache), ms", lambda d, c: decode_step(d, c), 1),
         (f"tiny Llama generate, ms/token ({tokens} tokens, static cache)", lambda d, c: decode(d, c, tokens), tokens),
     ]
+    variants = [("tpu", False), ("tpu", True), ("cpu", False)] + ([] if args.quick else [("cpu", True)])
     rows = []
     for title, make, per in workloads_:
-        result = {}
-        for device, compiled in (("tpu", False), ("tpu", True), ("cpu", False), ("cpu", True)):
-            if device == "cpu" and compiled and args.quick:
-                continue
-            torch._dynamo.reset()
+        torch._dynamo.reset()
+        result, runs = {}, {}
+        for device, compiled in variants:
             stats.executables.clear()
             run = make(device, compiled)
-            first, steady = timed(run, device, max(1, iters // (4 if per > 1 else 1)))
-            result[(device, compiled)] = (first * 1e3, steady * 1e3 / per)
+            result[(device, compiled, "first")] = first_call(run, device) * 1e3
             if device == "tpu" and compiled:
                 graphs = compiled_graphs_us()  # "r": a roofline bound only
                 result["estimate"] = f"{graphs[0]:.1f} us" + (" r" if graphs[1] else "") if graphs else ""
             elif device == "tpu":
                 result["eager estimate"] = eager_call_us(run)
+            runs[(device, compiled)] = (run, device)
+        # All variants alive at once, timed round-robin (benchmarks/timing.py): drift of this
+        # shared machine lands on every variant of a round, not on one.
+        samples = interleaved(runs, max(1, iters // (4 if per > 1 else 1)))
+        for key, per_call in samples.items():
+            result[key] = steady(per_call) * 1e3 / per
+        result["comp/eager"] = ratio(samples[("tpu", False)], samples[("tpu", True)])
+        if ("cpu", True) in samples:
+            result["comp/ind."] = ratio(samples[("cpu", True)], samples[("tpu", True)])
         rows.append((title, result, per))
 
     print(f"torch-tpu compile benchmark — tpu device: {torch_tpu._C._platform_name()} "
@@ -142,11 +149,11 @@ def main():
               f"{'comp/eager':>10} {'comp/ind.':>10} {'1st call':>10} {'1st/2nd':>8} {'v6e eager':>10} {'v6e est.':>10}")
     print(header)
     for title, r, per in rows:
-        te, tc = r[("tpu", False)][1], r[("tpu", True)][1]
-        ce = r[("cpu", False)][1]
-        ind = r.get(("cpu", True), (None, None))[1]
-        first = r[("tpu", True)][0]
-        second = r[("tpu", True)][1] * per
+        te, tc, ce = r[("tpu", False)], r[("tpu", True)], r[("cpu", False)]
+        ind = r.get(("cpu", True))
+        comp_ind = r.get("comp/ind.")
+        first = r[("tpu", True, "first")]
+        second = tc * per
         est = r.get("estimate")
         eager_est = r.get("eager estimate")
         eager_text = ""
@@ -154,10 +161,12 @@ def main():
             roofline = est.endswith(" r")
             eager_text = f"{eager_est['roofline_us' if roofline else 'us'] / per:.1f} us" + (" r" if roofline else "")
         print(f"{title:<58} {te:>10.3f} {tc:>10.3f} {ce:>10.3f} {ind if ind is None else round(ind, 3)!s:>10} "
-              f"{te / tc:>9.2f}x {'' if ind is None else f'{ind / tc:.2f}x':>10} {first / 1e3:>9.2f}s {first / second:>7.0f}x "
+              f"{r['comp/eager']:>9.2f}x {'' if comp_ind is None else f'{comp_ind:.2f}x':>10} {first / 1e3:>9.2f}s "
+              f"{first / second:>7.0f}x "
               f"{eager_text:>10} {est:>10}")
-    print("comp/eager: our eager time / our compiled time (higher is better); comp/ind.: Inductor CPU time / our "
-          "compiled time; 1st call: first compiled call incl. tracing and compiling (plus the libtpu AOT compile "
+    print("Steady times: medians over 5 rounds, each round timing every variant in turn; ratios: medians of "
+          "the per-round ratios. comp/eager: our eager time / our compiled time (higher is better); comp/ind.: "
+          "Inductor CPU time / our compiled time; 1st call: first compiled call incl. tracing and compiling (plus the libtpu AOT compile "
           "when enabled); 1st/2nd: first call / a later same-shape call; v6e est.: libtpu's estimate for the "
           "compiled graphs of one step (fw+bw+optimizer summed; per token for decode); 'r': roofline bound only; "
           "v6e eager: libtpu's estimates summed over the op modules one eager step launches (roofline where it "

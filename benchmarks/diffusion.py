@@ -9,6 +9,7 @@ XLA:CPU: its times say nothing about a TPU; the v6e column does. The seed's rati
 compiled >= 2.3x our eager per step (Qwen-Image on v6e-4: 8.0 s eager, 3.5 s compiled).
 """
 import argparse
+import copy
 import importlib.util
 import os
 import sys
@@ -27,7 +28,7 @@ import torch_tpu  # noqa: E402
 from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import timed  # noqa: E402
+from timing import first_call, interleaved, ratio, steady  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
 LATENT = 32  # 256x256 images (VAE factor 8)
@@ -85,18 +86,27 @@ def main():
         torch.manual_seed(0)
         model, inputs = build(width, layers)
         params = sum(p.numel() for p in model.parameters()) / 1e6
-        result = {}
+        result, runs = {}, {}
+        torch._dynamo.reset()
+        copies = {"cpu": model, "tpu": copy.deepcopy(model)}  # every variant stays alive (below)
         for device, compiled in (("cpu", False), ("cpu", True), ("tpu", False), ("tpu", True)):
-            torch._dynamo.reset()
             stats.reset()
-            run = step(model, inputs, device, compiled)
-            result[(device, compiled)] = timed(run, device, iters)
+            run = step(copies[device], inputs, device, compiled)
+            result[(device, compiled, "first")] = first_call(run, device)
             if device == "tpu" and compiled:
                 graphs = compiled_graphs_us()
                 result["v6e"] = graphs[0] if graphs else None
             elif device == "tpu":
                 result["v6e eager"] = eager_call_us(run)
-        model.to("cpu")
+            runs[(device, compiled)] = (run, device)
+        # Timed round-robin (benchmarks/timing.py): this shared machine's drift lands on every
+        # variant of a round instead of deciding a ratio.
+        samples = interleaved(runs, iters)
+        for key, per_call in samples.items():
+            result[key] = steady(per_call)
+        result["comp/eager"] = ratio(samples[("tpu", False)], samples[("tpu", True)])
+        result["comp/ind."] = ratio(samples[("cpu", True)], samples[("tpu", True)])
+        del runs, copies
         rows.append((name, params, result))
     print(f"torch-tpu diffusion benchmark — tpu device: {torch_tpu._C._platform_name()}, "
           f"{torch.get_num_threads()} CPU threads; one denoising step = transformer on batch 2, "
@@ -107,16 +117,17 @@ def main():
     print(header)
     print("-" * len(header))
     for name, params, r in rows:
-        te, tc, ce, ci = (r[k][1] * 1e3 for k in (("tpu", False), ("tpu", True), ("cpu", False), ("cpu", True)))
-        first = r[("tpu", True)][0] * 1e3
+        te, tc, ce, ci = (r[k] * 1e3 for k in (("tpu", False), ("tpu", True), ("cpu", False), ("cpu", True)))
+        first = r[("tpu", True, "first")] * 1e3
         v6e = r.get("v6e")
         eager = r.get("v6e eager")
         v6e_text = f"{v6e:.1f}" if v6e is not None else "-"
         eager_text = f"{eager['us']:.1f} ({eager['launches']})" if eager else "-"
-        ratio = f"{eager['us'] / v6e:.2f}x" if eager and v6e else "-"
-        print(f"{name:<22} {params:>6.1f}M {te:>12.1f} {tc:>11.1f} {ce:>12.1f} {ci:>11.1f} {te / tc:>9.2f}x "
-              f"{ci / tc:>8.2f}x {first / tc:>7.0f}x {eager_text:>12} {v6e_text:>12} {ratio:>9}")
-    print("comp/eager: our eager / our compiled per step (seed's ratio 2.3x); comp/ind.: Inductor CPU / our "
+        v6e_ratio = f"{eager['us'] / v6e:.2f}x" if eager and v6e else "-"
+        print(f"{name:<22} {params:>6.1f}M {te:>12.1f} {tc:>11.1f} {ce:>12.1f} {ci:>11.1f} {r['comp/eager']:>9.2f}x "
+              f"{r['comp/ind.']:>8.2f}x {first / tc:>7.0f}x {eager_text:>12} {v6e_text:>12} {v6e_ratio:>9}")
+    print("Steady times: medians over 5 rounds that time every variant in turn; ratios: medians of the "
+          "per-round ratios. comp/eager: our eager / our compiled per step (seed's ratio 2.3x); comp/ind.: Inductor CPU / our "
           "compiled (>1: we are faster); 1st/2nd: first compiled call (compiles) / a later one; v6e est.: "
           "libtpu's estimate of the compiled step on one v6e chip; v6e eager: the sum of libtpu's estimates of "
           "every op module one eager step launches (roofline bound where libtpu gives no estimate; launches in brackets; per-launch host overhead, which "

@@ -1,4 +1,9 @@
-"""Wall-clock timing shared by the benchmarks: the first call (compiles) and a steady call."""
+"""Wall-clock timing shared by the benchmarks: the first call (compiles) and steady calls.
+
+This is a shared 2-core VM whose speed drifts by ±30-50% over seconds to minutes. Timing each
+variant of a workload in turn lets such a drift land on one variant and decide a ratio, so the
+steady times are measured interleaved: each round times one block of every variant back to
+back, and a ratio is the median of the per-round ratios."""
 import statistics
 import time
 
@@ -10,23 +15,47 @@ def sync(device):
         torch.tpu.synchronize()
 
 
-def timed(fn, device, iters, repeats=5):
-    """(first call seconds, steady per-call seconds).
-
-    The steady time is the median over `repeats` blocks of `iters` calls, after one warm call:
-    on a shared 2-core machine single blocks of millisecond calls vary by ±20%, and the median
-    of blocks keeps one slow block (another process, a GC pause) out of the ratios."""
+def first_call(fn, device):
+    """Seconds of the first call (tracing, compiling), then one more call to warm caches."""
     start = time.perf_counter()
     fn()
     sync(device)
     first = time.perf_counter() - start
     fn()
     sync(device)
-    blocks = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        sync(device)
-        blocks.append((time.perf_counter() - start) / iters)
-    return first, statistics.median(blocks)
+    return first
+
+
+def _block(fn, device, iters):
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync(device)
+    return (time.perf_counter() - start) / iters
+
+
+def interleaved(runs, iters, rounds=5):
+    """{name: per-call seconds of each round} for runs = {name: (fn, device)}, every round timing
+    one block of `iters` calls of each run in turn."""
+    samples = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (fn, device) in runs.items():
+            samples[name].append(_block(fn, device, iters))
+    return samples
+
+
+def steady(samples):
+    """Per-call seconds: the median over rounds."""
+    return statistics.median(samples)
+
+
+def ratio(numerator, denominator):
+    """Median of the per-round ratios of two interleaved runs."""
+    return statistics.median(a / b for a, b in zip(numerator, denominator))
+
+
+def timed(fn, device, iters, repeats=5):
+    """(first call seconds, steady per-call seconds) of one run on its own: the median over
+    `repeats` blocks of `iters` calls after a warm call."""
+    first = first_call(fn, device)
+    return first, steady([_block(fn, device, iters) for _ in range(repeats)])
