@@ -36,10 +36,19 @@ def _block(fn, device, iters):
 
 def interleaved(runs, iters, rounds=5):
     """{name: per-call seconds of each round} for runs = {name: (fn, device)}, every round timing
-    one block of `iters` calls of each run in turn."""
-    samples = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, (fn, device) in runs.items():
+    one block of `iters` calls of each run in turn.
+
+    Each round starts one run later, so a run does not always follow the same one, and one
+    untimed call precedes every block: the calls right after a switch of run pay for the previous
+    run's leftovers (PyTorch CPU's worker threads still spinning, caches holding its data); the
+    block after a PyTorch CPU block measured 15-30% slower without it."""
+    names = list(runs)
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, device = runs[name]
+            fn()
+            sync(device)
             samples[name].append(_block(fn, device, iters))
     return samples
 

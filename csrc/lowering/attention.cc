@@ -50,21 +50,27 @@ Dims attention_dims(const std::string& op, Value q, Value k, Value v) {
   return {qs[0], ks[1], qs[1] / ks[1], qs[2], ks[2], qs[3], vs[3]};
 }
 
-// [B, Hkv*G, L, X] <-> [B, Hkv, G, L, X]
+// [B, Hkv*G, L, X] <-> [B, Hkv, G, L, X] when G > 1. Without grouping the arrays stay 4-D: a unit
+// G dim made XLA:CPU copy the whole score matrix to fix that dim's place in the layout (fused
+// attention ran 1.5x slower there than the same math as bmm), and libtpu's estimates are equal.
 Value grouped(Builder& b, Value x, const Dims& d) {
-  return reshape(b, x, {d.B, d.Hkv, d.G, x.shape()[2], x.shape()[3]});
+  return d.G == 1 ? x : reshape(b, x, {d.B, d.Hkv, d.G, x.shape()[2], x.shape()[3]});
 }
 Value ungrouped(Builder& b, Value x) {
   const auto& s = x.shape();
-  return reshape(b, x, {s[0], s[1] * s[2], s[3], s[4]});
+  return s.size() == 4 ? x : reshape(b, x, {s[0], s[1] * s[2], s[3], s[4]});
 }
+// The dims of a grouped q-side array that index its rows: {G, Lq}, or {Lq} without grouping; the
+// column (E, Ev or Lk) is the next one.
+std::vector<int64_t> row_dims(const Dims& d) { return d.G == 1 ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3}; }
+int64_t col_dim(const Dims& d) { return row_dims(d).back() + 1; }
 
-// Scores [B, Hkv, G, Lq, Lk] in `acc`: q k^T * scale, plus the additive (float) or keep (bool)
+// Scores [B, Hkv, G, Lq, Lk] (or [B, H, Lq, Lk]) in `acc`: q k^T * scale, plus the additive (float) or keep (bool)
 // mask, with -inf above the diagonal when causal (top-left aligned, as the math path's tril).
 Value scores(Context& c, const std::string& op, Value q, Value k, const Dims& d, size_t mask_arg, bool causal,
              double scale, DType acc) {
   Builder& b = c.b;
-  Value s = dot_general(b, grouped(b, q, d), k, {0, 1}, {0, 1}, {4}, {3}, acc);
+  Value s = dot_general(b, grouped(b, q, d), k, {0, 1}, {0, 1}, {col_dim(d)}, {3}, acc);
   s = mul(b, s, constant(b, scale, acc, s.shape()));
   const std::vector<int64_t> full = {d.B, d.Hkv * d.G, d.Lq, d.Lk};
   if (c.has(mask_arg)) {
@@ -82,7 +88,7 @@ Value scores(Context& c, const std::string& op, Value q, Value k, const Dims& d,
   }
   if (causal) {
     Type index(DType::S64, s.shape());
-    Value above = compare(b, iota(b, index, 4), iota(b, index, 3), "GT");
+    Value above = compare(b, iota(b, index, col_dim(d)), iota(b, index, col_dim(d) - 1), "GT");
     s = select(b, above, constant(b, -kInf, acc, s.shape()), s);
   }
   return s;
@@ -116,18 +122,18 @@ std::vector<Value> attention_forward(Context& c) {
   require_no_dropout(c, op, 3);
   DType in = q.dtype(), acc = float_opmath(in);
   Value s = scores(c, op, q, k, d, 5, c.bool_arg(4), softmax_scale(c, 6, d), acc);
-  Value m = reduce(b, s, {4}, "max");  // [B, Hkv, G, Lq]
+  const int64_t col = col_dim(d);
+  Value m = reduce(b, s, {col}, "max");  // [B, Hkv, G, Lq]
   Value dead = compare(b, m, constant(b, -kInf, acc, m.shape()), "EQ");
   Value m_safe = select(b, dead, zeros(b, m.type), m);
   Value p = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, m_safe, s.shape())));
-  Value l = reduce(b, p, {4}, "add");
-  Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {4}, {2}, acc);  // [B, Hkv, G, Lq, Ev]
+  Value l = reduce(b, p, {col}, "add");
+  Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, Ev]
   o = div(b, o, keep_dims(b, l, o.shape()));
   o = select(b, keep_dims(b, dead, o.shape()), zeros(b, o.type), o);
   Value lse = add(b, m_safe, unary(b, "stablehlo.log", l));
   lse = select(b, dead, constant(b, kInf, acc, lse.shape()), lse);
-  const auto& lse_shape = lse.shape();
-  lse = reshape(b, lse, {lse_shape[0], lse_shape[1] * lse_shape[2], lse_shape[3]});
+  lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
   return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
 }
 
@@ -143,19 +149,22 @@ std::vector<Value> attention_backward(Context& c) {
   DType in = q.dtype(), acc = float_opmath(in);
   double scale = softmax_scale(c, 9, d);
   Value s = scores(c, op, q, k, d, 8, c.bool_arg(7), scale, acc);
-  Value lse_g = reshape(b, convert(b, lse, acc), {d.B, d.Hkv, d.G, d.Lq});
+  const int64_t col = col_dim(d);
+  const std::vector<int64_t> rows = row_dims(d);
+  Value lse_g = reshape(b, convert(b, lse, acc), d.G == 1 ? std::vector<int64_t>{d.B, d.Hkv, d.Lq}
+                                                           : std::vector<int64_t>{d.B, d.Hkv, d.G, d.Lq});
   Value p = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, lse_g, s.shape())));
   Value dout_g = grouped(b, convert(b, dout, in), d);
   // dV = P^T dO, summed over the G query heads sharing each k/v head.
-  Value dv = dot_general(b, low(b, p, in), dout_g, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);
-  Value dp = dot_general(b, dout_g, v, {0, 1}, {0, 1}, {4}, {3}, acc);
-  Value rowdot = reduce(b, mul(b, convert(b, dout_g, acc), convert(b, grouped(b, out, d), acc)), {4}, "add");
+  Value dv = dot_general(b, low(b, p, in), dout_g, {0, 1}, {0, 1}, rows, rows, acc);
+  Value dp = dot_general(b, dout_g, v, {0, 1}, {0, 1}, {col}, {3}, acc);
+  Value rowdot = reduce(b, mul(b, convert(b, dout_g, acc), convert(b, grouped(b, out, d), acc)), {col}, "add");
   Value ds = mul(b, p, sub(b, dp, keep_dims(b, rowdot, dp.shape())));
   Value ds_low = low(b, ds, in);
   Value scale_v = constant(b, scale, acc);
-  Value dq = dot_general(b, ds_low, k, {0, 1}, {0, 1}, {4}, {2}, acc);  // [B, Hkv, G, Lq, E]
+  Value dq = dot_general(b, ds_low, k, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, E]
   dq = mul(b, dq, broadcast_to(b, scale_v, dq.shape()));
-  Value dk = dot_general(b, ds_low, grouped(b, q, d), {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);  // [B, Hkv, Lk, E]
+  Value dk = dot_general(b, ds_low, grouped(b, q, d), {0, 1}, {0, 1}, rows, rows, acc);  // [B, Hkv, Lk, E]
   dk = mul(b, dk, broadcast_to(b, scale_v, dk.shape()));
   return {convert(b, ungrouped(b, dq), c.out(0).dtype), convert(b, dk, c.out(1).dtype),
           convert(b, dv, c.out(2).dtype)};
