@@ -34,12 +34,18 @@ def between(before: dict, after: dict) -> dict:
     """libtpu's figures for the ops run between two stats() readings: "seconds" sums its
     estimates, with the roofline bound standing in for modules it does not model (e.g. a compiled
     decode graph; leaving them out would understate the step); "roofline_seconds" sums the
-    roofline bounds of all; "ops" and "unmodelled" count the launches."""
+    roofline bounds of all; "ops" and "unmodelled" count the launches; "by_op" maps each op that
+    ran to (launches, seconds), the same figures split by op."""
     def delta(key):
         return after[key] - before[key]
+    by_op = {}
+    for op, (launches, seconds) in after["by_op"].items():
+        was = before["by_op"].get(op, (0, 0.0))
+        if launches > was[0]:
+            by_op[op] = (launches - was[0], seconds - was[1])
     return {"seconds": delta("estimated_seconds") + delta("roofline_only_seconds"),
             "roofline_seconds": delta("roofline_seconds") + delta("roofline_only_seconds"),
-            "ops": delta("ops_run"), "unmodelled": delta("ops_roofline_only")}
+            "ops": delta("ops_run"), "unmodelled": delta("ops_roofline_only"), "by_op": by_op}
 
 
 def compile_workload(fn, topology: str = "v6e:1x1", cache_dir: str = "") -> dict:

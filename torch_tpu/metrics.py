@@ -89,6 +89,11 @@ def aot_lines(a: dict) -> list:
         lines.append(
             f"  estimated {chip} time for the ops run: {a['estimated_seconds'] * 1e3:.4f} ms "
             f"(flops {a['flops']:.3g}, bytes {a['bytes']:.3g}{peak})")
+        top = sorted(a["by_op"].items(), key=lambda kv: -kv[1][1])[:10]
+        if top:
+            lines.append(f"    where the {chip} time goes (launches, estimate or roofline bound)")
+            for op, (launches, seconds) in top:
+                lines.append(f"      {op:<40} {launches:>7} {seconds * 1e3:10.4f} ms")
         missing = a["ops_run"] - a["ops_estimated"]
         if missing:
             lines.append(f"    {missing} of {a['ops_run']} ops have no libtpu estimate "

@@ -168,6 +168,9 @@ PYBIND11_MODULE(_C, m) {
     d["roofline_only_seconds"] = mt.aot_roofline_only_ps.load() / 1e12;
     d["flops"] = mt.aot_flops.load();
     d["bytes"] = mt.aot_bytes.load();
+    py::dict by_op;  // op -> (launches, seconds): estimates, roofline bounds where unmodelled
+    for (const auto& [op, t] : aot_op_times()) by_op[py::str(op)] = py::make_tuple(t.launches, t.picoseconds / 1e12);
+    d["by_op"] = by_op;
     return d;
   });
 }

@@ -53,6 +53,16 @@ def test_small_first_appends_grow_large_ones_stay_exact():
     assert torch.equal(big.cpu(), torch.cat([big_cpu, big_cpu[:1]], 0))
 
 
+@pytest.mark.parametrize("parts", [(32, 32), (1, 16), (4, 4, 4)], ids=["halves", "token in front", "three equal"])
+def test_cats_that_are_not_appends_stay_exact(parts):
+    # RoPE's rotate_half is cat(-x2, x1) on the last dim of every decode step's q and k: a padded
+    # result made each op after it a strided read (5x libtpu's estimate of an eager decode step).
+    cpu = [torch.randn(1, 8, 1, n) for n in parts]
+    got = torch.cat([t.to(DEV) for t in cpu], dim=-1)
+    assert got.is_contiguous() and got.untyped_storage().nbytes() == got.nbytes
+    assert torch.equal(got.cpu(), torch.cat(cpu, dim=-1))
+
+
 def test_capacity_doubles_when_full():
     cpu, dev, _ = grow(130)
     assert torch.equal(dev.cpu(), cpu)

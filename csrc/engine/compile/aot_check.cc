@@ -193,9 +193,11 @@ void aot_count_run(const AotResult& r) {
     if (r.roofline_seconds >= 0) {
       m.aot_ops_roofline_only++;
       m.aot_roofline_only_ps += std::llround(r.roofline_seconds * 1e12);
+      count_aot_op_time(r.label, r.roofline_seconds);
     }
     return;
   }
+  count_aot_op_time(r.label, r.optimal_seconds);
   m.aot_ops_estimated++;
   m.aot_estimated_ps += std::llround(r.optimal_seconds * 1e12);
   if (r.roofline_seconds >= 0) m.aot_roofline_ps += std::llround(r.roofline_seconds * 1e12);

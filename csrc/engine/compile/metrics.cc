@@ -1,5 +1,6 @@
 #include "engine/compile/metrics.h"
 
+#include <cmath>
 #include <mutex>
 
 namespace tpu::engine {
@@ -9,6 +10,7 @@ std::map<std::string, int64_t> g_fallbacks;
 std::map<std::string, int64_t> g_fallbacks_since_start;  // never reset (tests compare it)
 std::map<std::string, int64_t> g_ops;
 std::map<std::string, int64_t> g_recompiles;
+std::map<std::string, AotOpTime> g_aot_op_times;
 }  // namespace
 
 Metrics& metrics() {
@@ -30,6 +32,18 @@ void count_op(const std::string& op) {
 void count_recompile(const std::string& op, const std::string& reason) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_recompiles[op + ": " + reason];
+}
+
+void count_aot_op_time(const std::string& op, double seconds) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  AotOpTime& t = g_aot_op_times[op];
+  ++t.launches;
+  t.picoseconds += std::llround(seconds * 1e12);
+}
+
+std::map<std::string, AotOpTime> aot_op_times() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_aot_op_times;
 }
 
 std::map<std::string, int64_t> recompile_reasons() {
@@ -64,6 +78,7 @@ void reset_metrics() {
   g_fallbacks.clear();
   g_ops.clear();
   g_recompiles.clear();
+  g_aot_op_times.clear();
 }
 
 }  // namespace tpu::engine

@@ -42,6 +42,14 @@ std::map<std::string, int64_t> op_counts();
 // A compile of an op that already had an executable, and which part of the call changed
 // ("add.Tensor: argument 1 (other): shape [2, 8] -> [2, 9] (dim 1)").
 void count_recompile(const std::string& op, const std::string& reason);
+// The AOT check's figure for one launch of `op` (libtpu's estimate, or the roofline bound of a
+// module it does not model), summed per op: where a step's estimated TPU time goes.
+struct AotOpTime {
+  int64_t launches = 0;
+  int64_t picoseconds = 0;
+};
+void count_aot_op_time(const std::string& op, double seconds);
+std::map<std::string, AotOpTime> aot_op_times();
 std::map<std::string, int64_t> recompile_reasons();
 void reset_metrics();
 

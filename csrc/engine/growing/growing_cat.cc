@@ -43,12 +43,16 @@ bool is_append(const std::vector<at::Tensor>& ts, int64_t dim) {
 // A first append whose padded storage stays small (generate()'s ids and attention mask, the
 // caches of tiny models) grows at once, so the decode loop's second step already sees the
 // layouts of every later one. Larger first appends stay ordinary (exact, contiguous) results:
-// one-off cats of big tensors should not get spare capacity.
+// one-off cats of big tensors should not get spare capacity. So do cats that add at least as
+// many rows as there were (RoPE's rotate_half, cat(x1, x2) of two halves, a class token put in
+// front): they are not a sequence growing step by step, and a padded result made every later
+// op on it a strided read (a decode step's RoPE: 5x libtpu's v6e estimate of the eager step).
 bool small_first_append(const std::vector<at::Tensor>& ts, int64_t dim) {
   constexpr int64_t kSmallBytes = 64 * 1024;
   const at::Tensor& past = ts[0];
   int64_t rows = past.size(dim);
   for (size_t i = 1; i < ts.size(); ++i) rows += ts[i].size(dim);
+  if (rows - past.size(dim) >= past.size(dim)) return false;
   int64_t per_row = past.numel() / past.size(dim) * past.element_size();
   return per_row * capacity_for(rows) <= kSmallBytes;
 }
