@@ -39,8 +39,8 @@ def between(before: dict, after: dict) -> dict:
     def delta(key):
         return after[key] - before[key]
     by_op = {}
-    for op, (launches, seconds) in after["by_op"].items():
-        was = before["by_op"].get(op, (0, 0.0))
+    for op, (launches, seconds) in after.get("by_op", {}).items():
+        was = before.get("by_op", {}).get(op, (0, 0.0))
         if launches > was[0]:
             by_op[op] = (launches - was[0], seconds - was[1])
     return {"seconds": delta("estimated_seconds") + delta("roofline_only_seconds"),

@@ -95,6 +95,21 @@ def test_launches_without_an_estimate_count_at_their_roofline_bound(run):
     assert (step["ops"], step["unmodelled"]) == (stats["ops_run"], stats["ops_roofline_only"])
 
 
+def test_the_estimate_splits_by_op(run):
+    """aot.between()["by_op"]: where a step's estimated TPU time goes, summing to the whole."""
+    from torch_tpu import aot
+    stats, _, _ = run
+    zero = {k: 0 for k in ("estimated_seconds", "roofline_only_seconds", "roofline_seconds", "ops_run",
+                           "ops_roofline_only")}
+    step = aot.between(zero, stats)
+    by_op = step["by_op"]
+    assert "mm" in by_op or "addmm" in by_op, sorted(by_op)
+    assert sum(n for n, _ in by_op.values()) == stats["ops_estimated"] + stats["ops_roofline_only"]
+    assert sum(s for _, s in by_op.values()) == pytest.approx(step["seconds"], rel=1e-6)
+    assert all(n > 0 and s >= 0 for n, s in by_op.values())
+    assert "where the v6e time goes" in stats["report"]
+
+
 def read_entries(directory, fingerprint):
     """{options + module: (file name, key)} of the cache entries written with `fingerprint`."""
     entries = {}
