@@ -34,12 +34,11 @@ def tpu_on_pci_bus() -> bool:
 
 def _place_this_process(chips_on_host: int) -> None:
     """Under torchrun, one chip per process (_tpu_host.py); before libtpu loads."""
-    variables, why = _tpu_host.one_chip_per_process_env(os.environ, chips_on_host)
+    variables, problem = _tpu_host.one_chip_per_process_env(os.environ, chips_on_host)
     for name, value in variables.items():
         os.environ.setdefault(name, value)
-    if not variables and int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) > 1 \
-            and not any(os.environ.get(n) for n in _tpu_host.PLACEMENT_VARIABLES):
-        warnings.warn(f"torch-tpu: chips not assigned to this process: {why}", RuntimeWarning, stacklevel=3)
+    if problem:
+        warnings.warn(f"torch-tpu: chips not assigned to this process: {problem}", RuntimeWarning, stacklevel=3)
 
 
 def _module_dir(name: str) -> Path | None:

@@ -54,22 +54,21 @@ def tpu_chips(pci_root: str = "/sys/bus/pci/devices") -> list[str]:
     return chips
 
 
-def one_chip_per_process_env(environ, chips_on_host: int) -> tuple[dict[str, str], str]:
+def one_chip_per_process_env(environ, chips_on_host: int) -> tuple[dict[str, str], str | None]:
     """The libtpu variables that give this torchrun process its own chip.
 
-    Returns (variables to set, why). Empty when there is nothing to do: not under a launcher,
-    one process per host, placement already given, or a layout we cannot derive (the reason says
-    which; the caller warns)."""
+    Returns (variables to set, problem). Both empty/None when there is nothing to do: not under a
+    launcher, one process on the host, or the placement already given. A problem says why a
+    launched process could not be placed (the caller warns) and what to do."""
     try:
         local_world = int(environ.get("LOCAL_WORLD_SIZE", "1"))
         local_rank = int(environ.get("LOCAL_RANK", "0"))
         world = int(environ.get("WORLD_SIZE", str(local_world)))
+        base_port = int(environ.get("TORCH_TPU_PROCESS_BASE_PORT", DEFAULT_BASE_PORT))
     except ValueError:
-        return {}, "LOCAL_WORLD_SIZE, LOCAL_RANK or WORLD_SIZE is not an integer"
-    if local_world <= 1:
-        return {}, "one process on this host: it drives every chip"
-    if any(environ.get(name) for name in PLACEMENT_VARIABLES):
-        return {}, "the chips of this process are already given (TPU_VISIBLE_CHIPS / TPU_PROCESS_BOUNDS)"
+        return {}, "LOCAL_WORLD_SIZE, LOCAL_RANK, WORLD_SIZE or TORCH_TPU_PROCESS_BASE_PORT is not an integer"
+    if local_world <= 1 or any(environ.get(name) for name in PLACEMENT_VARIABLES):
+        return {}, None
     if world != local_world:
         return {}, (f"{world} processes over several hosts: set TPU_VISIBLE_CHIPS, TPU_PROCESS_BOUNDS, "
                     "TPU_CHIPS_PER_PROCESS_BOUNDS, TPU_PROCESS_ADDRESSES, TPU_PROCESS_PORT and CLOUD_TPU_TASK_ID "
@@ -79,7 +78,6 @@ def one_chip_per_process_env(environ, chips_on_host: int) -> tuple[dict[str, str
                     f"(torchrun --nproc-per-node {chips_on_host}) or set TPU_VISIBLE_CHIPS yourself")
     if not 0 <= local_rank < local_world:
         return {}, f"LOCAL_RANK {local_rank} is outside 0..{local_world - 1}"
-    base_port = int(environ.get("TORCH_TPU_PROCESS_BASE_PORT", DEFAULT_BASE_PORT))
     ports = [base_port + i for i in range(local_world)]
     return {
         "TPU_VISIBLE_CHIPS": str(local_rank),
@@ -88,4 +86,4 @@ def one_chip_per_process_env(environ, chips_on_host: int) -> tuple[dict[str, str
         "TPU_PROCESS_PORT": str(ports[local_rank]),
         "TPU_PROCESS_ADDRESSES": ",".join(f"localhost:{p}" for p in ports),
         "CLOUD_TPU_TASK_ID": str(local_rank),
-    }, f"process {local_rank} of {local_world} on this host drives chip {local_rank}"
+    }, None
