@@ -24,7 +24,7 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
-from timing import first_call, interleaved, ratio, steady  # noqa: E402
+from timing import compare, first_call, interleaved  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
 
@@ -134,12 +134,7 @@ def main():
             runs[(device, compiled)] = (run, device)
         # All variants alive at once, timed round-robin (benchmarks/timing.py): drift of this
         # shared machine lands on every variant of a round, not on one.
-        samples = interleaved(runs, max(1, iters // (4 if per > 1 else 1)))
-        for key, per_call in samples.items():
-            result[key] = steady(per_call) * 1e3 / per
-        result["comp/eager"] = ratio(samples[("tpu", False)], samples[("tpu", True)])
-        if ("cpu", True) in samples:
-            result["comp/ind."] = ratio(samples[("cpu", True)], samples[("tpu", True)])
+        result.update(compare(interleaved(runs, max(1, iters // (4 if per > 1 else 1))), scale=1e3 / per))
         rows.append((title, result, per))
 
     print(f"torch-tpu compile benchmark — tpu device: {torch_tpu._C._platform_name()} "

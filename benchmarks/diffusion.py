@@ -28,7 +28,7 @@ import torch_tpu  # noqa: E402
 from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import first_call, interleaved, ratio, steady  # noqa: E402
+from timing import compare, first_call, interleaved  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
 LATENT = 32  # 256x256 images (VAE factor 8)
@@ -101,11 +101,7 @@ def main():
             runs[(device, compiled)] = (run, device)
         # Timed round-robin (benchmarks/timing.py): this shared machine's drift lands on every
         # variant of a round instead of deciding a ratio.
-        samples = interleaved(runs, iters)
-        for key, per_call in samples.items():
-            result[key] = steady(per_call)
-        result["comp/eager"] = ratio(samples[("tpu", False)], samples[("tpu", True)])
-        result["comp/ind."] = ratio(samples[("cpu", True)], samples[("tpu", True)])
+        result.update(compare(interleaved(runs, iters)))
         del runs, copies
         rows.append((name, params, result))
     print(f"torch-tpu diffusion benchmark — tpu device: {torch_tpu._C._platform_name()}, "

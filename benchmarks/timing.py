@@ -63,8 +63,12 @@ def ratio(numerator, denominator):
     return statistics.median(a / b for a, b in zip(numerator, denominator))
 
 
-def timed(fn, device, iters, repeats=5):
-    """(first call seconds, steady per-call seconds) of one run on its own: the median over
-    `repeats` blocks of `iters` calls after a warm call."""
-    first = first_call(fn, device)
-    return first, steady([_block(fn, device, iters) for _ in range(repeats)])
+def compare(samples, scale=1.0):
+    """What compile.py and diffusion.py report from interleaved() samples keyed (device,
+    compiled): each variant's steady per-call time times `scale`, "comp/eager" (our eager over
+    our compiled) and, when Inductor ran, "comp/ind." (Inductor over our compiled)."""
+    result = {key: steady(per_call) * scale for key, per_call in samples.items()}
+    result["comp/eager"] = ratio(samples[("tpu", False)], samples[("tpu", True)])
+    if ("cpu", True) in samples:
+        result["comp/ind."] = ratio(samples[("cpu", True)], samples[("tpu", True)])
+    return result
