@@ -67,11 +67,19 @@ int64_t col_dim(const Dims& d) { return row_dims(d).back() + 1; }
 
 // Scores [B, Hkv, G, Lq, Lk] (or [B, H, Lq, Lk]) in `acc`: q k^T * scale, plus the additive (float) or keep (bool)
 // mask, with -inf above the diagonal when causal (top-left aligned, as the math path's tril).
+//
+// With `scale_later`, the result is left unscaled where that is exact: no additive mask (it adds
+// to scaled scores) and scale > 0 (max(x * s) == max(x) * s then, as rounding is monotonic, and
+// -inf stays -inf). The caller then scales inside its exponential, so no pass over the whole
+// score matrix does only the multiply (XLA:CPU ran one before the row max); *scaled tells which.
 Value scores(Context& c, const std::string& op, Value q, Value k, const Dims& d, size_t mask_arg, bool causal,
-             double scale, DType acc) {
+             double scale, DType acc, bool scale_later = false, bool* scaled = nullptr) {
   Builder& b = c.b;
   Value s = dot_general(b, grouped(b, q, d), k, {0, 1}, {0, 1}, {col_dim(d)}, {3}, acc);
-  s = mul(b, s, constant(b, scale, acc, s.shape()));
+  const bool additive_mask = c.has(mask_arg) && c.tensor(mask_arg).dtype() != DType::Pred;
+  const bool scale_now = !(scale_later && scale > 0 && !additive_mask);
+  if (scale_now) s = mul(b, s, constant(b, scale, acc, s.shape()));
+  if (scaled != nullptr) *scaled = scale_now;
   const std::vector<int64_t> full = {d.B, d.Hkv * d.G, d.Lq, d.Lk};
   if (c.has(mask_arg)) {
     Value mask = c.tensor(mask_arg);
@@ -121,9 +129,15 @@ std::vector<Value> attention_forward(Context& c) {
   Dims d = attention_dims(op, q, k, v);
   require_no_dropout(c, op, 3);
   DType in = q.dtype(), acc = float_opmath(in);
-  Value s = scores(c, op, q, k, d, 5, c.bool_arg(4), softmax_scale(c, 6, d), acc);
+  const double scale = softmax_scale(c, 6, d);
+  bool scaled = true;
+  Value s = scores(c, op, q, k, d, 5, c.bool_arg(4), scale, acc, /*scale_later=*/true, &scaled);
   const int64_t col = col_dim(d);
   Value m = reduce(b, s, {col}, "max");  // [B, Hkv, G, Lq]
+  if (!scaled) {
+    m = mul(b, m, constant(b, scale, acc, m.shape()));
+    s = mul(b, s, constant(b, scale, acc, s.shape()));  // fuses into the exponential below
+  }
   Value dead = compare(b, m, constant(b, -kInf, acc, m.shape()), "EQ");
   Value m_safe = select(b, dead, zeros(b, m.type), m);
   Value p = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, m_safe, s.shape())));

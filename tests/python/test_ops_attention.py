@@ -115,6 +115,30 @@ def test_scale_and_views():
     compare(qt, kt, vt, scale=0.3)
 
 
+@pytest.mark.parametrize("scale", [0.3, 3.0, 1e-3, 0.0, -0.5])
+@pytest.mark.parametrize("masking", ["none", "causal", "bool", "float"])
+def test_every_scale_with_every_kind_of_mask(scale, masking):
+    # A positive scale without an additive mask is applied after the row max (exact there);
+    # zero, negative scales and float masks scale the scores first.
+    q, k, v = qkv(2, 3, 3, 6, 7, 16)
+    kw = dict(scale=scale, is_causal=masking == "causal")
+    if masking == "bool":
+        kw["attn_mask"] = torch.rand(6, 7, generator=torch.Generator().manual_seed(3)) > 0.3
+    elif masking == "float":
+        kw["attn_mask"] = torch.randn(6, 7)
+    if masking == "causal" and scale <= 0:
+        # PyTorch's CPU flash kernel scales its causal -inf too (NaN rows at scale 0, +inf for a
+        # negative scale); its math path, which masks after scaling as we do, is the reference.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel([SDPBackend.MATH]):
+            ref = F.scaled_dot_product_attention(q, k, v, **kw)
+        out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), **kw)
+        assert not ref.isnan().any()
+        torch.testing.assert_close(out.cpu(), ref)
+        return
+    compare(q, k, v, **kw)
+
+
 def test_gradients_accumulate_over_shared_kv_heads():
     q, k, v = qkv(1, 6, 2, 4, 5, 8)
     compare(q, k, v, enable_gqa=True, is_causal=True)
