@@ -356,7 +356,9 @@ def test_compiled_training_with_compiled_adamw_matches_eager():
     stats.reset()
     comp_losses, comp_params = run(True)
     assert not stats.splits, dict(stats.splits)  # only the CPU step counters stay eager
-    assert stats.host_ops
+    # The counters' increments and write-backs run on the host; the bias corrections computed
+    # from them (pow, sub, div, sqrt, ... of CPU 0-d tensors) are computed in the module.
+    assert set(stats.host_ops) == {"aten::_foreach_add.Scalar", "aten::copy_.default"}, dict(stats.host_ops)
     torch.testing.assert_close(torch.tensor(comp_losses), torch.tensor(eager_losses))  # float32 tolerances
     for a, b in zip(comp_params, eager_params):
         torch.testing.assert_close(a, b)

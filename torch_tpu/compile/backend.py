@@ -61,6 +61,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
                   label: str = ""):
     """AOTAutograd's compiler for one forward, backward or inference graph."""
     constants = lift_constants(gm)
+    _spec.lift_host_scalar_math(gm)
     name = f"compiled {kind} graph ({label or _graph_label(gm)})"
     try:
         spec = _spec.graph_spec(gm, name, example_inputs)

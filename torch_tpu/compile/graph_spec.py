@@ -21,6 +21,9 @@ _RANDOM_BASE_NAMES = {"native_dropout", "rand", "randn", "rand_like", "randn_lik
 # counters): it runs eagerly on the CPU between compiled parts, which is where it belongs.
 HOST_OP = "computes on CPU tensors"
 
+# node.meta key set by lift_host_scalar_math(): CPU 0-d math the module computes itself.
+_LIFTED = "tpu_lifted_host_scalar"
+
 
 # unsupported_reason() of a functional collective (_c10d_functional.all_reduce, wait_tensor, ...;
 # what DTensor and tensor-parallel plans trace to): it runs eagerly through the tpu c10d backend
@@ -102,13 +105,49 @@ def unsupported_reason(node):
     for value in _flat_vals(node.meta.get("val")):
         if value is not None and not isinstance(value, torch.Tensor):
             return f"{op_label(node.target)} returns {type(value).__name__} (data-dependent or symbolic)"
-        if isinstance(value, torch.Tensor) and value.device.type not in ("tpu", "meta"):
+        if isinstance(value, torch.Tensor) and value.device.type not in ("tpu", "meta") and not node.meta.get(_LIFTED):
             return HOST_OP
     if node.target is torch.ops.aten.as_strided.default:
         base = node.args[0].meta.get("val")
         if base is None or not base.is_contiguous() or base.storage_offset() != 0:
             return "as_strided of a non-contiguous value"
     return None
+
+
+def _on_device(node):
+    values = [v for v in _flat_vals(node.meta.get("val")) if isinstance(v, torch.Tensor)]
+    return bool(values) and all(v.device.type == "tpu" for v in values)
+
+
+def _host_scalars(values):
+    return all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0 for v in values)
+
+
+def lift_host_scalar_math(gm: torch.fx.GraphModule):
+    """Marks the CPU 0-d nodes whose results only feed the device, so the module computes them.
+
+    A non-capturable optimizer keeps its step counters on the CPU; its graph then computes the
+    bias corrections (pow, sub, div, sqrt of each counter) on CPU 0-d tensors. Run eagerly between
+    compiled parts, that is about a hundred host ops per AdamW step (about 250 us here, as long
+    as the whole update of a small model). Only the counter increments and their write-back,
+    which the host needs, stay on the host; the rest enters the module through the counters'
+    runtime scalars."""
+    for node in reversed(gm.graph.nodes):
+        if node.op != "call_function" or _on_device(node):
+            continue
+        if not _host_scalars(_flat_vals(node.meta.get("val"))):
+            continue
+        if node.target is not operator.getitem:
+            if not isinstance(node.target, torch._ops.OpOverload) or not rule_name(node.target):
+                continue
+            if _is_random(node.target) or _writes_first_arg(node.target):
+                continue
+            tensor_args = [a for a in _flat_vals(list(node.args) + list(node.kwargs.values()))
+                           if isinstance(a, torch.fx.Node)]
+            if not all(_host_scalars(_flat_vals(a.meta.get("val"))) or _on_device(a) for a in tensor_args):
+                continue
+        if all(user.op == "call_function" and (_on_device(user) or user.meta.get(_LIFTED)) for user in node.users):
+            node.meta[_LIFTED] = True
 
 
 def _flat_vals(val):
