@@ -364,6 +364,33 @@ def test_compiled_training_with_compiled_adamw_matches_eager():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("make_opt", [
+    lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False),  # addcmul_(value=) -> prims.fma in Dynamo
+    lambda p: torch.optim.NAdam(p, lr=1e-2),
+    lambda p: torch.optim.RAdam(p, lr=1e-2),
+], ids=["adamw_single_tensor", "nadam", "radam"])
+def test_compiled_optimizers_match_cpu_without_splits(make_opt):
+    def run(device, compiled):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+        opt = make_opt(model.parameters())
+        step = torch.compile(opt.step, backend="tpu") if compiled else opt.step
+        g = torch.Generator().manual_seed(1)
+        for _ in range(4):
+            x, y = torch.randn(16, 8, generator=g).to(device), torch.randn(16, 1, generator=g).to(device)
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            step()
+        return [p.detach().cpu() for p in model.parameters()]
+
+    reference = run("cpu", False)
+    stats.reset()
+    for got, want in zip(run(DEV, True), reference):
+        torch.testing.assert_close(got, want)
+    assert not stats.splits, dict(stats.splits)
+
+
 def test_plain_torch_compile_routes_tpu_graphs_to_the_tpu_backend():
     """torch.compile(model) with no backend (transformers' tests, most scripts) works on tpu."""
     model = _mlp().to(DEV)

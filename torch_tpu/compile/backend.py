@@ -40,7 +40,21 @@ def decompositions():
     table = {op: fn for op, fn in core_aten_decompositions().items()
              if isinstance(op, torch._ops.OpOverload) and not _spec.rule_name(op)}
     table.update(FUSED_ATTENTION)
+    table[_inductor_fma()] = _fma
     return table
+
+
+def _inductor_fma():
+    # Dynamo itself rewrites `t.addcmul_(a, b, value=v)` and `t.add_(x, alpha=tensor)` to
+    # prims.fma (torch._inductor.inductor_prims), so graphs of plain optimizer code carry it.
+    from torch._inductor import inductor_prims
+    return inductor_prims.fma
+
+
+def _fma(a, b, c):
+    """prims.fma as a * b + c: the product is rounded before the add (StableHLO has no fused
+    multiply-add), so a result may differ from a fused one by the product's rounding."""
+    return torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor(a, b), c)
 
 
 def _only_collectives_unsupported(gm):

@@ -128,8 +128,8 @@ def lift_host_scalar_math(gm: torch.fx.GraphModule):
 
     A non-capturable optimizer keeps its step counters on the CPU; its graph then computes the
     bias corrections (pow, sub, div, sqrt of each counter) on CPU 0-d tensors. Run eagerly between
-    compiled parts, that is about a hundred host ops per AdamW step (about 250 us here, as long
-    as the whole update of a small model). Only the counter increments and their write-back,
+    compiled parts, that is about a hundred host ops per AdamW step: about 250 us here, as much
+    as the whole update of a small model. Only the counter increments and their write-back,
     which the host needs, stay on the host; the rest enters the module through the counters'
     runtime scalars."""
     for node in reversed(gm.graph.nodes):
