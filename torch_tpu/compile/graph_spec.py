@@ -119,8 +119,9 @@ def _on_device(node):
     return bool(values) and all(v.device.type == "tpu" for v in values)
 
 
-def _host_scalars(values):
-    return all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0 for v in values)
+def _host_scalars(node):
+    return all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0
+               for v in _flat_vals(node.meta.get("val")))
 
 
 def lift_host_scalar_math(gm: torch.fx.GraphModule):
@@ -135,7 +136,7 @@ def lift_host_scalar_math(gm: torch.fx.GraphModule):
     for node in reversed(gm.graph.nodes):
         if node.op != "call_function" or _on_device(node):
             continue
-        if not _host_scalars(_flat_vals(node.meta.get("val"))):
+        if not _host_scalars(node):
             continue
         if node.target is not operator.getitem:
             if not isinstance(node.target, torch._ops.OpOverload) or not rule_name(node.target):
@@ -144,7 +145,7 @@ def lift_host_scalar_math(gm: torch.fx.GraphModule):
                 continue
             tensor_args = [a for a in _flat_vals(list(node.args) + list(node.kwargs.values()))
                            if isinstance(a, torch.fx.Node)]
-            if not all(_host_scalars(_flat_vals(a.meta.get("val"))) or _on_device(a) for a in tensor_args):
+            if not all(_host_scalars(a) or _on_device(a) for a in tensor_args):
                 continue
         if all(user.op == "call_function" and (_on_device(user) or user.meta.get(_LIFTED)) for user in node.users):
             node.meta[_LIFTED] = True
