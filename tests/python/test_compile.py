@@ -33,6 +33,17 @@ def test_backend_is_listed():
     assert "tpu" in torch._dynamo.list_backends()
 
 
+def test_dump_dir_option_writes_the_module_and_an_unknown_option_is_an_error(tmp_path):
+    x = torch.randn(3, 5)
+    out = torch.compile(lambda t: t.sin() * 2, backend="tpu", options={"dump_dir": str(tmp_path)})(x.to(DEV))
+    torch.testing.assert_close(out.cpu(), x.sin() * 2)
+    dumped = list(tmp_path.iterdir())
+    assert dumped and "stablehlo.sine" in dumped[0].read_text()
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"unknown option\(s\) \['dump_dri'\]; known options: 'dump_dir'"):
+        torch.compile(lambda t: t + 1, backend="tpu", options={"dump_dri": str(tmp_path)})(x.to(DEV))
+
+
 def test_elementwise_graph_matches_cpu_with_nan_inf_and_odd_shape():
     def f(x, y):
         return (x * 2 + y).relu().sum(0), torch.maximum(x, y), (x / y).exp2()

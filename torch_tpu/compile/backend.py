@@ -97,11 +97,18 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
     return CompiledGraph(spec, constants, options, _spec.graph_device(gm))
 
 
+KNOWN_OPTIONS = {"dump_dir": "a folder; every compiled module is written there"}
+
+
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=None, **_ignored):
     """The dynamo backend `tpu`. `options`: {"dump_dir": path} writes each graph's module."""
     from torch._dynamo.backends.common import aot_autograd
 
     options = dict(options or {})
+    unknown = sorted(set(options) - set(KNOWN_OPTIONS))
+    if unknown:  # a misspelt option silently doing nothing is worse than an error (Inductor raises too)
+        raise RuntimeError(f"torch.compile(backend='tpu'): unknown option(s) {unknown}; known options: "
+                           + ", ".join(f"{k!r} ({v})" for k, v in KNOWN_OPTIONS.items()))
     if os.environ.get("TORCH_TPU_DUMP_GRAPHS"):
         options.setdefault("dump_dir", os.environ["TORCH_TPU_DUMP_GRAPHS"])
     fullgraph = _fullgraph_requested()
