@@ -24,6 +24,7 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
+from flops import call_flops, cpu_matmul_gflops  # noqa: E402
 from timing import compare, first_call, interleaved  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
@@ -121,7 +122,7 @@ def main():
     rows = []
     for title, make, per in workloads_:
         torch._dynamo.reset()
-        result, runs = {}, {}
+        result, runs = {"flops": call_flops(make("cpu", False)) / per}, {}
         for device, compiled in variants:
             stats.executables.clear()
             run = make(device, compiled)
@@ -139,9 +140,10 @@ def main():
 
     print(f"torch-tpu compile benchmark — tpu device: {torch_tpu._C._platform_name()} "
           f"({torch.tpu.get_device_name(0) if hasattr(torch.tpu, 'get_device_name') else ''}); "
-          f"{os.cpu_count()} CPU cores; PyTorch {torch.__version__}")
+          f"{os.cpu_count()} CPU cores; PyTorch {torch.__version__}; PyTorch CPU matmul here: "
+          f"{cpu_matmul_gflops():.0f} GFLOP/s")
     header = (f"{'workload':<58} {'tpu eager':>10} {'tpu comp.':>10} {'cpu eager':>10} {'inductor':>10} "
-              f"{'comp/eager':>10} {'comp/ind.':>10} {'1st call':>10} {'1st/2nd':>8} {'v6e eager':>10} {'v6e est.':>10}")
+              f"{'comp/eager':>10} {'comp/ind.':>10} {'GFLOP/s':>8} {'1st call':>10} {'1st/2nd':>8} {'v6e eager':>10} {'v6e est.':>10}")
     print(header)
     for title, r, per in rows:
         te, tc, ce = r[("tpu", False)], r[("tpu", True)], r[("cpu", False)]
@@ -156,12 +158,14 @@ def main():
             roofline = est.endswith(" r")
             eager_text = f"{eager_est['roofline_us' if roofline else 'us'] / per:.1f} us" + (" r" if roofline else "")
         print(f"{title:<58} {te:>10.3f} {tc:>10.3f} {ce:>10.3f} {ind if ind is None else round(ind, 3)!s:>10} "
-              f"{r['comp/eager']:>9.2f}x {'' if comp_ind is None else f'{comp_ind:.2f}x':>10} {first / 1e3:>9.2f}s "
+              f"{r['comp/eager']:>9.2f}x {'' if comp_ind is None else f'{comp_ind:.2f}x':>10} "
+              f"{r['flops'] / tc / 1e6:>8.0f} {first / 1e3:>9.2f}s "
               f"{first / second:>7.0f}x "
               f"{eager_text:>10} {est:>10}")
     print("Steady times: medians over 5 rounds, each round timing every variant in turn; ratios: medians of "
           "the per-round ratios. comp/eager: our eager time / our compiled time (higher is better); comp/ind.: "
-          "Inductor CPU time / our compiled time; 1st call: first compiled call incl. tracing and compiling (plus the libtpu AOT compile "
+          "Inductor CPU time / our compiled time; GFLOP/s: the call's matrix products (PyTorch's FlopCounterMode, "
+          "attention in its math form) over our compiled time, beside PyTorch's own CPU matmul rate in the title; 1st call: first compiled call incl. tracing and compiling (plus the libtpu AOT compile "
           "when enabled); 1st/2nd: first call / a later same-shape call; v6e est.: libtpu's estimate for the "
           "compiled graphs of one step (fw+bw+optimizer summed; per token for decode); 'r': roofline bound only; "
           "v6e eager: libtpu's estimates summed over the op modules one eager step launches (roofline where it "

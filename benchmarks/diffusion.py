@@ -28,6 +28,7 @@ import torch_tpu  # noqa: E402
 from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flops import call_flops, cpu_matmul_gflops  # noqa: E402
 from timing import compare, first_call, interleaved  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
@@ -86,7 +87,7 @@ def main():
         torch.manual_seed(0)
         model, inputs = build(width, layers)
         params = sum(p.numel() for p in model.parameters()) / 1e6
-        result, runs = {}, {}
+        result, runs = {"flops": call_flops(step(model, inputs, "cpu", False))}, {}
         torch._dynamo.reset()
         copies = {"cpu": model, "tpu": copy.deepcopy(model)}  # every variant stays alive (below)
         for device, compiled in (("cpu", False), ("cpu", True), ("tpu", False), ("tpu", True)):
@@ -106,9 +107,11 @@ def main():
         rows.append((name, params, result))
     print(f"torch-tpu diffusion benchmark — tpu device: {torch_tpu._C._platform_name()}, "
           f"{torch.get_num_threads()} CPU threads; one denoising step = transformer on batch 2, "
-          f"{LATENT}x{LATENT} latents ({LATENT * 8} px), float32")
+          f"{LATENT}x{LATENT} latents ({LATENT * 8} px), float32; PyTorch CPU matmul here: "
+          f"{cpu_matmul_gflops():.0f} GFLOP/s")
     header = (f"{'transformer':<22} {'params':>7} {'tpu eager ms':>12} {'tpu comp ms':>11} {'CPU eager ms':>12} "
-              f"{'Inductor ms':>11} {'comp/eager':>10} {'comp/ind.':>9} {'1st/2nd':>8} {'v6e eager us':>12} "
+              f"{'Inductor ms':>11} {'comp/eager':>10} {'comp/ind.':>9} {'GFLOP':>6} {'comp GFLOP/s':>12} {'1st/2nd':>8} "
+              f"{'v6e eager us':>12} "
               f"{'v6e comp. us':>12} {'v6e ratio':>9}")
     print(header)
     print("-" * len(header))
@@ -121,10 +124,13 @@ def main():
         eager_text = f"{eager['us']:.1f} ({eager['launches']})" if eager else "-"
         v6e_ratio = f"{eager['us'] / v6e:.2f}x" if eager and v6e else "-"
         print(f"{name:<22} {params:>6.1f}M {te:>12.1f} {tc:>11.1f} {ce:>12.1f} {ci:>11.1f} {r['comp/eager']:>9.2f}x "
-              f"{r['comp/ind.']:>8.2f}x {first / tc:>7.0f}x {eager_text:>12} {v6e_text:>12} {v6e_ratio:>9}")
+              f"{r['comp/ind.']:>8.2f}x {r['flops'] / 1e9:>6.1f} {r['flops'] / tc / 1e6:>12.0f} {first / tc:>7.0f}x "
+              f"{eager_text:>12} {v6e_text:>12} {v6e_ratio:>9}")
     print("Steady times: medians over 5 rounds that time every variant in turn; ratios: medians of the "
           "per-round ratios. comp/eager: our eager / our compiled per step (seed's ratio 2.3x); comp/ind.: Inductor CPU / our "
-          "compiled (>1: we are faster); 1st/2nd: first compiled call (compiles) / a later one; v6e est.: "
+          "compiled (>1: we are faster); GFLOP: one step's matrix products and convolutions (PyTorch's "
+          "FlopCounterMode, attention in its math form); comp GFLOP/s: that over our compiled step, to set "
+          "beside PyTorch's own CPU matmul rate in the title line; 1st/2nd: first compiled call (compiles) / a later one; v6e est.: "
           "libtpu's estimate of the compiled step on one v6e chip; v6e eager: the sum of libtpu's estimates of "
           "every op module one eager step launches (roofline bound where libtpu gives no estimate; launches in brackets; per-launch host overhead, which "
           "a TPU adds on top, is not in it); v6e ratio: v6e eager / v6e compiled.")

@@ -63,6 +63,30 @@ def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, 
     return _like(log_probs)
 
 
+def _add_relu_scalar(self, other, alpha=1):
+    return torch.ops.aten.add.Scalar(self, other, alpha)
+
+
+def _logcumsumexp(self, dim):
+    return _like(self)
+
+
+def _out_variant(functional, *out_names):
+    """The Meta kernel of an out= overload whose functional overload has one: the functional
+    one's results give the sizes, and each out tensor is resized to them as the CPU kernel
+    resizes it (the engine then resizes the real one, or falls back when it is not empty)."""
+    def meta(*args, **kwargs):
+        outs = [kwargs.pop(name) for name in out_names]
+        results = functional(*args, **kwargs)
+        results = results if isinstance(results, (tuple, list)) else (results,)
+        for out, result in zip(outs, results):
+            if out.shape != result.shape:
+                out.resize_(result.shape)
+        return tuple(outs) if len(outs) > 1 else outs[0]
+    return meta
+
+
+_aten = torch.ops.aten
 for _name, _fn in [
     ("_masked_softmax", _masked_softmax),
     ("_masked_softmax_backward", _masked_softmax_backward),
@@ -71,5 +95,18 @@ for _name, _fn in [
     ("_thnn_fused_lstm_cell", _thnn_fused_lstm_cell),
     ("segment_reduce", _segment_reduce),
     ("_ctc_loss_backward", _ctc_loss_backward),
+    # Ops with rules whose calls fell back to the CPU for want of a Meta kernel (fuzz seed 2).
+    ("_add_relu.Scalar", _add_relu_scalar),
+    ("_add_relu.out", _out_variant(_aten._add_relu.Tensor, "out")),
+    ("_logcumsumexp", _logcumsumexp),
+    ("_logcumsumexp.out", _out_variant(_aten._logcumsumexp.default, "out")),
+    ("_native_batch_norm_legit.out",
+     _out_variant(_aten._native_batch_norm_legit.default, "out", "save_mean", "save_invstd")),
+    ("_native_batch_norm_legit.no_stats_out",
+     _out_variant(_aten._native_batch_norm_legit.no_stats, "out", "save_mean", "save_invstd")),
+    ("adaptive_avg_pool3d_backward.grad_input",
+     _out_variant(_aten._adaptive_avg_pool3d_backward.default, "grad_input")),
+    ("_scaled_mm.out", _out_variant(_aten._scaled_mm.default, "out")),
+    ("_scaled_mm_v2.out", _out_variant(_aten._scaled_mm_v2.default, "out")),
 ]:
     _lib.impl(_name, _fn, "Meta", allow_override=True)

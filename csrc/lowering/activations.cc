@@ -241,8 +241,9 @@ std::vector<Value> add_relu(Context& c) {
   Value x = operand(c, 0, t), y = operand(c, 1, t);
   if (c.has(2)) y = mul(b, y, operand(c, 2, t));
   Value s = add(b, x, y);
-  // The CPU kernel's clamp at 0 gives 0 for a NaN sum (not NaN as relu does).
-  s = is_float(t) ? select(b, compare(b, s, k(b, 0, s), "GT"), s, k(b, 0, s)) : select(b, lt(b, s, 0), k(b, 0, s), s);
+  // A NaN sum stays NaN, as in the CPU's vectorized loop (and relu); only its scalar tail loop,
+  // the last numel % vector-width elements, gives 0 (docs/limits.md).
+  s = select(b, lt(b, s, 0), k(b, 0, s), s);
   if (is_float(t)) {
     Value top = convert(b, constant(b, max_finite(c.out().dtype), DType::F64, s.shape()), t);
     s = select(b, compare(b, s, top, "GT"), top, s);

@@ -81,7 +81,18 @@ Rule cum_extreme(bool is_max, size_t dim_arg) {
       throw NotLowerable("cummax/cummin of this dtype");
     }
     // The helpers write values/indices as given (torch.cummax sizes them first); the CPU kernel
-    // writes past a smaller one, so a mis-shaped one is rejected.
+    // writes past a smaller one, so a mis-shaped one is rejected. It also takes values in self's
+    // type and Long indices, and so must we: a conjugate (complex) values view the CPU rejects
+    // would otherwise reach PyTorch's conj fallback, which breaks on an op returning ().
+    if (dim_arg == 3) {
+      if (vt != x.dtype()) {
+        throw InvalidCall(std::string("expected scalar type ") + hlo::torch_name(x.dtype()) + " but found " +
+                          hlo::torch_name(vt));
+      }
+      if (c.out(1).dtype != DType::S64) {
+        throw InvalidCall(std::string("expected scalar type Long but found ") + hlo::torch_name(c.out(1).dtype));
+      }
+    }
     if (c.out(0).shape != x.shape() || c.out(1).shape != x.shape()) {
       throw InvalidCall("values and indices must have self's shape " + x.type.str());
     }

@@ -167,6 +167,9 @@ KNOWN = [
      "a ±inf the blocked solve gives NaN, cholesky_solve is two such solves, and blocked reflectors "
      "and factorizations place NaN where LAPACK's do not (checked only when an input has non-finite "
      "values, or values whose squares overflow, see `applies`)"),
+    ("_add_relu*", "silent mismatch", r".",
+     "docs/limits.md '_add_relu of NaN': the CPU's scalar tail loop gives 0 where its vectorized "
+     "loop and we keep NaN (checked only for inputs holding NaN, see `applies`)"),
     ("_linalg_svd*", "silent mismatch", r"result\[[02]\]",
      "docs/limits.md 'Singular vectors of repeated singular values': any orthonormal basis of their "
      "subspace is an SVD (checked only for an input made of one repeated value, see `applies`)"),
@@ -271,6 +274,8 @@ def applies(entry, case, detail="") -> bool:
         return _index_put_writes_twice(case)
     if op_glob == "put*":
         return "True" not in case.call and _has_duplicate_flat_indices(case)
+    if op_glob == "_add_relu*":
+        return any("nan" in t.base_code for t in case.tensors)
     if op_glob == "gelu*":
         return any("inf" in t.base_code for t in case.tensors)
     if op_glob in ("_fft_*", "linalg_inv*"):

@@ -75,7 +75,7 @@ class Worker:
         text = self.errlog.read().decode(errors="replace")
         lines = [l for l in text.splitlines()
                  if l.strip() and not any(s in l for s in ("Warning:", "absl", "pjrt_c_api_cpu"))]
-        return " | ".join(lines[-3:])[-n:]
+        return " | ".join(lines[-int(os.environ.get("FUZZ_STDERR_LINES", 3)):])[-int(os.environ.get("FUZZ_STDERR_CHARS", n)):]
 
     def kill(self):
         if self.proc.poll() is None:

@@ -8,6 +8,7 @@ corrupt on invalid inputs cannot crash, or change, the tpu half or a later case'
 
 The protocol uses a private copy of the original stdout; fd 1 goes to stderr, so whatever the
 library prints cannot corrupt it. A segfault or abort kills only this process."""
+import gc
 import json
 import os
 import sys
@@ -68,8 +69,14 @@ def main():
     import torch_tpu  # noqa: F401  (the op table; the tpu device)
     answer = _answer_cpu if mode == "cpu" else _answer_tpu
     proto.write(json.dumps({"ready": True}) + "\n")
+    # A case that corrupts a Python object crashes whichever later case the garbage collector
+    # runs in; collecting after every case pins the crash to its case (slower: debugging only).
+    collect_each_case = os.environ.get("FUZZ_GC_EACH_CASE") == "1"
     for line in sys.stdin:
-        proto.write(json.dumps(answer(line)) + "\n")
+        res = answer(line)
+        if collect_each_case:
+            gc.collect()
+        proto.write(json.dumps(res) + "\n")
 
 
 if __name__ == "__main__":

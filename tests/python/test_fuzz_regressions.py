@@ -514,9 +514,14 @@ def test_pdist_backward_and_cholesky_solve_helper_refuse_mis_shaped_arguments():
                 torch.pdist(a, 1.5))
 
 
-def test_add_relu_of_nan_is_zero_and_hardtanh_nan_bounds_like_the_cpu():
-    x = torch.tensor([1.067, -0.0, 1e30, -1.0, nan, -2.828, nan])
+def test_add_relu_keeps_nan_and_hardtanh_nan_bounds_like_the_cpu():
+    # _add_relu: the CPU's vectorized loop keeps a NaN sum, its scalar tail loop gives 0; we keep
+    # NaN everywhere (docs/limits.md). 16 float32 elements fill one AVX-512 vector on the CPU.
+    x = torch.tensor([1.067, -0.0, 1e30, -1.0, nan, -2.828, nan, inf] * 2)
     same_as_cpu(lambda a, b: aten._add_relu(a, b), x, torch.tensor([0.975]))
+    tail = torch.tensor([1.067, -0.0, 1e30, -1.0, nan, -2.828, nan, -inf, inf])
+    got = aten._add_relu(tail.to("tpu"), torch.tensor([0.975], device="tpu")).cpu()
+    torch.testing.assert_close(got, (tail + 0.975).clamp(0, torch.finfo(torch.float32).max), equal_nan=True)
     same_as_cpu(lambda a: aten.hardtanh(a, nan), torch.tensor([[-0.818, 0.5, 2.0]]))
     same_as_cpu(lambda a: aten.hardtanh(a, -0.5, nan), torch.tensor([-0.818, 0.25, nan]))
     same_as_cpu(lambda a: aten.hardtanh(a, -0.5, 0.5), torch.tensor([-0.818, 0.25, nan, inf]))
@@ -831,3 +836,69 @@ def test_embedding_backward_fallback_checks_indices_before_the_cpu_kernel_counts
     idx = torch.tensor([2, 1, 5, 4, 6, 5, 0], device="tpu")
     with pytest.raises(IndexError, match="index 6 is out of range for num_weights 1"):
         aten.embedding_dense_backward.out(grad, idx, 1, 4, True, out=torch.empty(0, dtype=torch.float16, device="tpu"))
+
+
+def test_ops_that_lacked_a_meta_kernel_run_on_the_tpu():
+    # Fuzz seed 2: these had rules but no Meta kernel, so every call ran on the CPU.
+    x = torch.randn(3, 4, 5)
+    x[0, 0, 0], x[1, 2, 3] = nan, -inf
+    same_as_cpu(lambda t: torch.logcumsumexp(t, -1), x)
+    same_as_cpu(lambda t: aten._logcumsumexp.out(t, 1, out=torch.empty(0, device=t.device)), x)
+    same_as_cpu(lambda t: aten._add_relu.Scalar(t, -0.5, alpha=2), x)
+    same_as_cpu(lambda t: aten._add_relu.out(t, t.flip(0), out=torch.empty(3, 4, 5, device=t.device)), x)
+    grad, y = torch.randn(2, 3, 2, 2, 2), torch.randn(2, 3, 4, 5, 3)
+    same_as_cpu(lambda g, t: aten.adaptive_avg_pool3d_backward.grad_input(g, t, grad_input=torch.empty_like(t)),
+                grad, y)
+
+
+def test_batch_norm_out_overloads_run_on_the_tpu_and_update_running_stats():
+    x = torch.randn(3, 4, 5)
+    w, b = torch.rand(4) + 0.5, torch.randn(4)
+
+    def legit_out(t, w, b):
+        dev = t.device
+        rm, rv = torch.full((4,), 0.5, device=dev), torch.full((4,), 2.0, device=dev)
+        outs = (torch.empty(3, 4, 5, device=dev), torch.empty(4, device=dev), torch.empty(4, device=dev))
+        aten._native_batch_norm_legit.out(t, w, b, rm, rv, True, 0.1, 1e-5, out=outs[0], save_mean=outs[1],
+                                          save_invstd=outs[2])
+        return (*outs, rm, rv)
+
+    def no_stats_out(t, w, b):
+        dev = t.device
+        outs = (torch.empty(0, device=dev), torch.empty(0, device=dev), torch.empty(0, device=dev))
+        aten._native_batch_norm_legit.no_stats_out(t, w, b, True, 0.1, 1e-5, out=outs[0], save_mean=outs[1],
+                                                   save_invstd=outs[2])
+        return outs
+
+    same_as_cpu(legit_out, x, w, b)
+    same_as_cpu(no_stats_out, x, w, b)
+
+
+def test_batch_norm_without_running_stats_in_eval_mode_raises():
+    # The CPU kernel reads the missing running statistics (a segfault, or garbage); before the
+    # Meta kernel existed, the out= form fell back to it and crashed the process.
+    x = torch.randn(3, 4, 5, device="tpu")
+    with pytest.raises(Exception, match="running_mean and running_var must not be None in eval mode"):
+        aten._native_batch_norm_legit.no_stats(x, None, None, False, 0.1, 1e-5)
+    with pytest.raises(Exception, match="running_mean and running_var must not be None in eval mode"):
+        aten._native_batch_norm_legit.no_stats_out(x, torch.ones(7, device="tpu"), None, False, 0.1, 0.5,
+                                                   out=torch.empty(3, 4, 5, device="tpu"),
+                                                   save_mean=torch.empty(0, device="tpu"),
+                                                   save_invstd=torch.empty(0, device="tpu"))
+
+
+def test_cummax_helper_checks_its_output_dtypes_like_the_cpu():
+    # A complex (conjugate) values view the CPU rejects reached PyTorch's conjugate fallback,
+    # which broke (an internal assert, then a crash in the garbage collector) on this op
+    # returning nothing.
+    import gc
+
+    values = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64, device="tpu").conj()
+    for self, indices in ((torch.tensor([1, 3], dtype=torch.uint8), torch.empty(2, dtype=torch.long)),
+                          (torch.tensor([1.0, 3.0]), torch.empty(2, dtype=torch.long))):
+        with pytest.raises(RuntimeError, match="expected scalar type (Byte|Float) but found ComplexFloat"):
+            aten._cummax_helper(self.to("tpu"), values, indices.to("tpu"), 0)
+        gc.collect()
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
+        aten._cummin_helper(torch.ones(3, device="tpu"), torch.empty(3, device="tpu"),
+                            torch.empty(3, dtype=torch.int32, device="tpu"), 0)

@@ -77,6 +77,23 @@ def test_every_out_overload_is_served_by_a_rule_with_its_arguments():
     assert not wrong, wrong
 
 
+def test_every_registered_op_with_results_has_a_meta_kernel():
+    # The engine sizes an op's results with its Meta kernel before applying the rule; an op with
+    # a rule but no Meta kernel silently ran on the CPU (torch.logcumsumexp, batch norm's out=
+    # overloads, ...) and, for out= calls the CPU kernel does not check, read out of bounds.
+    import torch_tpu
+
+    kinds = ("Meta", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    missing = []
+    for op in torch_tpu._C._register_kernels():
+        name, _, overload = op.partition(".")
+        if not getattr(getattr(torch.ops.aten, name), overload or "default")._schema.returns:
+            continue  # nothing to size (_cummax_helper, in-place fused optimizers)
+        if not any(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", k) for k in kinds):
+            missing.append(op)
+    assert not missing, missing
+
+
 def test_any_and_all_out_reduce_only_the_given_dim():
     x = torch.tensor([[True, False, False], [False, False, False]])
     check(lambda v: torch.any(v, 1, out=torch.empty(0, dtype=torch.bool, device=v.device)), x)
