@@ -113,14 +113,25 @@ Lu lu_factor(Builder& b, Value a) {
     Value colk = dynamic_slice(rb, A, {zero, zero, k}, {Bt, m, 1});
     Value rowk = dynamic_slice(rb, A, {zero, k, zero}, {Bt, 1, n});
     Value piv3 = broadcast_in_dim(rb, pivot, {Bt, m, 1}, {0});
-    Value l = select(rb, broadcast_in_dim(rb, singular, {Bt, m, 1}, {0}), colk, div(rb, colk, piv3));
+    // LAPACK (?getf2) scales by the reciprocal of a pivot at least the smallest normal number and
+    // divides only by smaller ones; the two round differently, which decides whether a dependent
+    // row's pivot comes out exactly 0 (a singular `info`) or a rounding residue.
+    double smallest_normal = t == DType::F64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+    Value scaled = mul(rb, colk, div(rb, constant(rb, 1, t, {Bt, m, 1}), piv3));
+    Value by_recip = compare(rb, unary(rb, "stablehlo.abs", piv3), constant(rb, smallest_normal, t, {Bt, m, 1}), "GE");
+    Value l = select(rb, broadcast_in_dim(rb, singular, {Bt, m, 1}, {0}), colk,
+                     select(rb, by_recip, scaled, div(rb, colk, piv3)));
     std::vector<int64_t> full{Bt, m, n};
     Value r3 = iota(rb, Type(DType::S64, full), 1), c3 = iota(rb, Type(DType::S64, full), 2);
     Value kf = broadcast_in_dim(rb, k, full, {});
     Value below = compare(rb, r3, kf, "GT");
     Value lb = broadcast_in_dim(rb, reshape(rb, l, {Bt, m}), full, {0, 1});
     Value rb3 = broadcast_in_dim(rb, reshape(rb, rowk, {Bt, n}), full, {0, 2});
-    Value updated = sub(rb, A, mul(rb, lb, rb3));
+    // The product is rounded before the subtraction, as LAPACK's non-fused update rounds it:
+    // fused into one FMA by XLA:CPU, a dependent row kept a rounding residue where LAPACK's
+    // pivot is exactly 0 (and so its singular `info`, which inv/solve raise on).
+    Value product = rb.emit1("stablehlo.optimization_barrier", {mul(rb, lb, rb3)}, Type(A.dtype(), full));
+    Value updated = sub(rb, A, product);
     A = select(rb, binary(rb, "stablehlo.and", below, compare(rb, c3, kf, "GT")), updated, A);
     A = select(rb, binary(rb, "stablehlo.and", below, compare(rb, c3, kf, "EQ")), lb, A);
     return std::vector<Value>{add(rb, k, s64(rb, 1)), A, piv, perm, info};

@@ -2,6 +2,7 @@
 // shaped like a value. Torch-free, like the rest of the lowering layer.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "hlo/builder.h"
@@ -89,7 +90,18 @@ inline hlo::Value torch_sqrt(hlo::Builder& b, hlo::Value x) {
   hlo::Value magnitude = hlo::unary(b, "stablehlo.abs", im_r);
   hlo::Value signed_im = hlo::select(b, negative_zero, hlo::neg(b, magnitude),
                                      hlo::select(b, positive_zero, magnitude, im_r));
-  return b.emit1("stablehlo.complex", {re_r, signed_im}, x.type);
+  // C99's infinities, which XLA's formula turns into NaN: sqrt(x ± i inf) = inf ± i inf for
+  // every x (NaN too); sqrt(-inf + i NaN) = NaN + i inf; sqrt(inf + i NaN) = inf + i NaN.
+  hlo::Value re_x = b.emit1("stablehlo.real", {x}, rt);
+  hlo::Value inf = hlo::constant(b, INFINITY, rt.dtype, rt.shape), nan = hlo::constant(b, NAN, rt.dtype, rt.shape);
+  hlo::Value im_inf = hlo::compare(b, hlo::unary(b, "stablehlo.abs", im_x), inf, "EQ");
+  hlo::Value im_nan = hlo::compare(b, im_x, im_x, "NE");
+  hlo::Value re_pos_inf = hlo::binary(b, "stablehlo.and", im_nan, hlo::compare(b, re_x, inf, "EQ"));
+  hlo::Value re_neg_inf = hlo::binary(b, "stablehlo.and", im_nan, hlo::compare(b, re_x, hlo::neg(b, inf), "EQ"));
+  hlo::Value re = hlo::select(b, hlo::binary(b, "stablehlo.or", im_inf, re_pos_inf), inf,
+                              hlo::select(b, re_neg_inf, nan, re_r));
+  hlo::Value im = hlo::select(b, im_inf, im_x, hlo::select(b, re_neg_inf, inf, hlo::select(b, re_pos_inf, nan, signed_im)));
+  return b.emit1("stablehlo.complex", {re, im}, x.type);
 }
 
 // Reduces `x` over `dim` and broadcasts the result back to x's shape (softmax-style rules).

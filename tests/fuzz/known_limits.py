@@ -167,6 +167,9 @@ KNOWN = [
      "a ±inf the blocked solve gives NaN, cholesky_solve is two such solves, and blocked reflectors "
      "and factorizations place NaN where LAPACK's do not (checked only when an input has non-finite "
      "values, or values whose squares overflow, see `applies`)"),
+    ("_weight_norm_interface*", "silent mismatch", r".",
+     "docs/limits.md '_weight_norm_interface of a non-contiguous v or g': the CPU kernel reads them as "
+     "if contiguous (checked only when one of them is not, see `applies`)"),
     ("_add_relu*", "silent mismatch", r".",
      "docs/limits.md '_add_relu of NaN': the CPU's scalar tail loop gives 0 where its vectorized "
      "loop and we keep NaN (checked only for inputs holding NaN, see `applies`)"),
@@ -274,6 +277,9 @@ def applies(entry, case, detail="") -> bool:
         return _index_put_writes_twice(case)
     if op_glob == "put*":
         return "True" not in case.call and _has_duplicate_flat_indices(case)
+    if op_glob == "_weight_norm_interface*" and entry[1] == "silent mismatch":
+        return optable.base_name(case.op) == "_weight_norm_interface" and not all(
+            _is_contiguous(t) for t in case.tensors[:2])
     if op_glob == "_add_relu*":
         return any("nan" in t.base_code for t in case.tensors)
     if op_glob == "gelu*":

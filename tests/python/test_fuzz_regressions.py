@@ -902,3 +902,24 @@ def test_cummax_helper_checks_its_output_dtypes_like_the_cpu():
     with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
         aten._cummin_helper(torch.ones(3, device="tpu"), torch.empty(3, device="tpu"),
                             torch.empty(3, dtype=torch.int32, device="tpu"), 0)
+
+
+def test_complex_sqrt_of_infinities_follows_c99():
+    # Fuzz seed 2 (_foreach_sqrt_): XLA's formula gave NaN for these; the CPU's std::sqrt follows C99.
+    vals = [complex(-inf, nan), complex(inf, nan), complex(nan, inf), complex(1.0, inf), complex(nan, -inf),
+            complex(-inf, -inf), complex(-inf, 2.5), complex(inf, -1.0), complex(nan, -2.5), complex(-4.0, -0.0),
+            complex(3.0, 4.0)]
+    for dtype in (torch.complex64, torch.complex128):
+        x = torch.tensor(vals, dtype=dtype)
+        same_as_cpu(torch.sqrt, x)
+        same_as_cpu(lambda t: torch._foreach_sqrt([t, t.flip(0)]), x)
+
+
+def test_lu_of_a_rank_one_matrix_finds_the_exact_zero_pivot_like_lapack():
+    # Fuzz seed 2: XLA:CPU fused the elimination's product and subtraction into one FMA, leaving a
+    # 5.9e-10 residue where LAPACK's pivot is exactly 0, so `info` said 0 instead of 2.
+    a = torch.tensor([0.024, -3.966]).reshape(2, 1)
+    same_as_cpu(lambda t: torch.linalg.lu_factor_ex(t), a.expand(2, 7))
+    same_as_cpu(lambda t: torch.linalg.lu_factor_ex(t), a.expand(2, 2))
+    with pytest.raises(Exception, match="The diagonal element 2 is zero"):
+        torch.linalg.inv(a.expand(2, 2).to("tpu"))
