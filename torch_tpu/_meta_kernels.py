@@ -71,6 +71,15 @@ def _logcumsumexp(self, dim):
     return _like(self)
 
 
+def _ldexp(self, other):
+    # PyTorch's meta path promotes ldexp of an integer and a half 0-d tensor to float32; the CPU
+    # gives the half type. The dtype is the CPU's on one-element stand-ins of the same ranks.
+    def stand_in(t):
+        return torch.ones([1] * t.dim(), dtype=t.dtype)
+    dtype = torch.ldexp(stand_in(self), stand_in(other)).dtype
+    return torch.empty(torch.broadcast_shapes(self.shape, other.shape), dtype=dtype, device="meta")
+
+
 def _out_variant(functional, *out_names):
     """The Meta kernel of an out= overload whose functional overload has one: the functional
     one's results give the sizes, and each out tensor is resized to them as the CPU kernel
@@ -99,6 +108,7 @@ for _name, _fn in [
     ("_add_relu.Scalar", _add_relu_scalar),
     ("_add_relu.out", _out_variant(_aten._add_relu.Tensor, "out")),
     ("_logcumsumexp", _logcumsumexp),
+    ("ldexp.Tensor", _ldexp),
     ("_logcumsumexp.out", _out_variant(_aten._logcumsumexp.default, "out")),
     ("_native_batch_norm_legit.out",
      _out_variant(_aten._native_batch_norm_legit.default, "out", "save_mean", "save_invstd")),

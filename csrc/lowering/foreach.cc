@@ -192,8 +192,11 @@ std::vector<Value> norm(Context& c) {
     Value sum_sq = reduce(b, mul(b, ax, ax), all, "add");
     Value l2 = hlo::unary(b, "stablehlo.sqrt", sum_sq);
     Value l1 = reduce(b, ax, all, "add");
-    Value linf = reduce(b, ax, all, "max");
-    Value lminf = reduce(b, ax, all, "min");
+    // The inf norms of a tensor holding NaN are NaN, as on the CPU (XLA's max/min skip it).
+    Value has_nan = reduce(b, compare(b, ax, ax, "NE"), all, "or");
+    Value nan_value = constant(b, std::numeric_limits<double>::quiet_NaN(), t);
+    Value linf = select(b, has_nan, nan_value, reduce(b, ax, all, "max"));
+    Value lminf = select(b, has_nan, nan_value, reduce(b, ax, all, "min"));
     Value l0 = reduce(b, convert(b, compare(b, ax, zeros(b, ax.type), "NE"), t), all, "add");
     Value lp = hlo::binary(b, "stablehlo.power", reduce(b, hlo::binary(b, "stablehlo.power", ax, ps), all, "add"),
                            div(b, constant(b, 1, t), p));

@@ -68,7 +68,8 @@ Value first_element(Context& c, size_t a, const char* name) {
 Prologue prologue(Context& c, Value grad, DType t, bool maximize, size_t grad_scale, size_t found_inf) {
   Prologue p;
   p.unscaled = convert(c.b, grad, t);
-  if (c.has(grad_scale)) p.unscaled = div(c.b, p.unscaled, scalar(c, first_element(c, grad_scale, "grad_scale"), p.unscaled));
+  // The CPU kernels read grad_scale per element: a parameter without elements never reads it.
+  if (c.has(grad_scale) && grad.type.numel() > 0) p.unscaled = div(c.b, p.unscaled, scalar(c, first_element(c, grad_scale, "grad_scale"), p.unscaled));
   p.grad = maximize ? hlo::unary(c.b, "stablehlo.negate", p.unscaled) : p.unscaled;
   if (c.has(found_inf)) {
     Value inf = convert(c.b, first_element(c, found_inf, "found_inf"), t);

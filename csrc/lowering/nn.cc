@@ -255,8 +255,9 @@ std::vector<Value> native_dropout(Context& c) {
 std::vector<Value> native_dropout_backward(Context& c) {
   Builder& b = c.b;
   DType out = c.out().dtype;
-  Value g = convert(b, c.tensor(0), opmath(out));
-  Value m = cast_to(b, c.tensor(1), DType::Pred, g.shape());
+  // grad and mask broadcast against each other, as the CPU's grad * mask * scale does.
+  Value g = cast_to(b, c.tensor(0), opmath(out), c.out().shape);
+  Value m = cast_to(b, c.tensor(1), DType::Pred, c.out().shape);
   // grad * mask * scale as on the CPU: a dropped inf or NaN gradient gives NaN (inf * 0).
   Value r = mul(b, select(b, m, g, mul(b, g, zeros(b, g.type))), scalar_like(b, c.double_arg(2), g));
   return {convert(b, r, out)};

@@ -923,3 +923,32 @@ def test_lu_of_a_rank_one_matrix_finds_the_exact_zero_pivot_like_lapack():
     same_as_cpu(lambda t: torch.linalg.lu_factor_ex(t), a.expand(2, 2))
     with pytest.raises(Exception, match="The diagonal element 2 is zero"):
         torch.linalg.inv(a.expand(2, 2).to("tpu"))
+
+
+def test_foreach_inf_norms_of_a_tensor_holding_nan_are_nan():
+    x = torch.tensor([[0.5, inf, 0.0, nan], [1.0, 2.0, -3.0, 0.25]])
+    for order in (inf, -inf, 0, 1, 2, 3.5):
+        same_as_cpu(lambda a, b: torch._foreach_norm([a, b], order), x, x[1].clone())
+
+
+def test_native_dropout_backward_broadcasts_grad_and_mask_against_each_other():
+    mask = torch.tensor([True, False]).expand(4, 2)
+    same_as_cpu(lambda g, m: aten.native_dropout_backward(g, m, 1.5), torch.randn(3, 4, 1), mask)
+    same_as_cpu(lambda g, m: aten.native_dropout_backward(g, m, -1.25), torch.randn(0, 3, 4, 1, dtype=torch.complex64),
+                mask)
+
+
+def test_ldexp_of_0d_integer_and_half_tensors_has_the_cpus_dtype():
+    # PyTorch's meta path said float32; the CPU gives bfloat16 (values: docs/limits.md, opmath).
+    got = torch.ldexp(torch.tensor(-3, device="tpu"), torch.tensor(0.204, dtype=torch.bfloat16, device="tpu"))
+    assert got.dtype == torch.bfloat16 and got.shape == ()
+    same_as_cpu(torch.ldexp, torch.tensor([1.5, -2.0], dtype=torch.bfloat16), torch.tensor(3))
+
+
+def test_fused_optimizer_with_an_empty_grad_scale_and_empty_parameters_is_a_no_op():
+    # The CPU kernels read grad_scale per element; with no elements they never do.
+    def step(p, g, s, st, scale):
+        aten._fused_adagrad_([p], [g], [s], [st], lr=0.001, lr_decay=0.1, weight_decay=0.9, eps=0.5,
+                             maximize=False, grad_scale=scale)
+        return p, s
+    same_as_cpu(step, torch.empty(0, 5), torch.empty(0, 5), torch.empty(0, 5), torch.tensor(5.0), torch.empty(0, 5))
