@@ -45,7 +45,16 @@ void check_lists(Context& c, const char* op, std::initializer_list<size_t> lists
 }
 
 // A runtime scalar argument (or a 0-d tensor: tensor_lr, state_steps[i]) broadcast to `x`.
-Value scalar(Context& c, Value v, Value x) { return broadcast_in_dim(c.b, convert(c.b, v, x.dtype()), x.shape(), {}); }
+// A one-element tensor of any rank serves, as the CPU kernels read it with .item().
+Value scalar(Context& c, Value v, Value x) {
+  if (v.rank() > 0) {
+    if (v.type.numel() != 1) {
+      throw InvalidCall("a Tensor with " + std::to_string(v.type.numel()) + " elements cannot be converted to Scalar");
+    }
+    v = reshape(c.b, v, {});
+  }
+  return broadcast_in_dim(c.b, convert(c.b, v, x.dtype()), x.shape(), {});
+}
 
 // The common prologue of the fused kernels: unscale (grad_scale), negate (maximize).
 struct Prologue {

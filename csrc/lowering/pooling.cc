@@ -79,9 +79,10 @@ std::vector<Value> max_pool2d_with_indices(Context& c) {
     if (is_float) {
       Value a_nan = compare(rb, v[0], v[0], "NE");
       Value b_nan = compare(rb, v[2], v[2], "NE");
-      // NaN wins; between two NaNs the earlier index.
+      // NaN wins; between two NaNs the later index, as the CPU kernel replaces its running
+      // maximum on `val > max || isnan(val)` (pooling3d.cc does the same).
       Value both = binary(rb, "stablehlo.and", a_nan, b_nan);
-      take_a = select(rb, both, lt_i, binary(rb, "stablehlo.or", binary(rb, "stablehlo.and", a_nan, unary(rb, "stablehlo.not", b_nan)),
+      take_a = select(rb, both, compare(rb, v[1], v[3], "GT"), binary(rb, "stablehlo.or", binary(rb, "stablehlo.and", a_nan, unary(rb, "stablehlo.not", b_nan)),
                                              binary(rb, "stablehlo.and", take_a, unary(rb, "stablehlo.not", b_nan))));
     }
     return std::vector<Value>{select(rb, take_a, v[0], v[2]), select(rb, take_a, v[1], v[3])};

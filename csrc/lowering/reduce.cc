@@ -194,6 +194,9 @@ std::pair<Value, Value> var_mean_impl(Context& c, Value x, const std::vector<int
   Value n_minus = sub(b, constant(b, static_cast<double>(n), acc), corr);
   Value denom = select(b, compare(b, n_minus, constant(b, 0, acc), "GT"), n_minus, constant(b, 0, acc));
   Value var = div(b, ss, broadcast_in_dim(b, denom, ss.shape(), {}));
+  // Over no elements the CPU's variance is NaN whatever the correction (0 / (0 - correction) is
+  // not: a negative correction made it 0).
+  if (n == 0) var = constant(b, NAN, acc, ss.shape());
   return {var, mean};
 }
 

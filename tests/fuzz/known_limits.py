@@ -170,6 +170,19 @@ KNOWN = [
     ("_weight_norm_interface*", "silent mismatch", r".",
      "docs/limits.md '_weight_norm_interface of a non-contiguous v or g': the CPU kernel reads them as "
      "if contiguous (checked only when one of them is not, see `applies`)"),
+    (("*cos*", "*sin*", "*tan*", "*exp*"), "silent mismatch", r".",
+     "docs/limits.md 'Complex trigonometric and hyperbolic functions of infinities': XLA's formulas "
+     "give NaN parts where C99 (the CPU) gives signed zeros (checked only for complex inputs holding "
+     "inf/NaN, see `applies`)"),
+    ("embedding_dense_backward*", "tpu-only raise", r"is out of range for num_weights",
+     "docs/limits.md 'embedding_dense_backward through the CPU fallback': we check the indices the "
+     "CPU kernel counts unchecked (it corrupts the heap)"),
+    ("_native_batch_norm_legit*", "tpu-only raise", r"running_mean and running_var must not be None in eval mode",
+     "docs/limits.md 'Batch norm without running statistics in evaluation mode': the CPU kernel reads "
+     "the missing statistics (a segfault or garbage); we raise PyTorch's own error"),
+    ("hardtanh_backward*", "silent mismatch", r".",
+     "docs/limits.md 'hardtanh_backward at a NaN input': the CPU's vectorized float64 loop zeroes the "
+     "gradient that its scalar loop and we pass (checked only for inputs holding NaN, see `applies`)"),
     ("_add_relu*", "silent mismatch", r".",
      "docs/limits.md '_add_relu of NaN': the CPU's scalar tail loop gives 0 where its vectorized "
      "loop and we keep NaN (checked only for inputs holding NaN, see `applies`)"),
@@ -280,6 +293,12 @@ def applies(entry, case, detail="") -> bool:
     if op_glob == "_weight_norm_interface*" and entry[1] == "silent mismatch":
         return optable.base_name(case.op) == "_weight_norm_interface" and not all(
             _is_contiguous(t) for t in case.tensors[:2])
+    if op_glob == "*cos*":
+        names = {f"{p}{f}" for p in ("", "_foreach_") for f in ("cos", "sin", "tan", "cosh", "sinh", "tanh", "exp")}
+        return optable.base_name(case.op).rstrip("_") in names and any(
+            "complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
+    if op_glob == "hardtanh_backward*":
+        return len(case.tensors) > 1 and "nan" in case.tensors[1].base_code
     if op_glob == "_add_relu*":
         return any("nan" in t.base_code for t in case.tensors)
     if op_glob == "gelu*":

@@ -952,3 +952,25 @@ def test_fused_optimizer_with_an_empty_grad_scale_and_empty_parameters_is_a_no_o
                              maximize=False, grad_scale=scale)
         return p, s
     same_as_cpu(step, torch.empty(0, 5), torch.empty(0, 5), torch.empty(0, 5), torch.tensor(5.0), torch.empty(0, 5))
+
+
+def test_max_pool2d_picks_the_last_nan_of_a_window_like_the_cpu():
+    x = torch.tensor([[-2.98, nan, 1.0, 0.5], [nan, inf, nan, -nan]]).reshape(1, 1, 2, 4)
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        same_as_cpu(lambda t: aten.max_pool2d_with_indices(t, [2, 2], [2, 2]), x.to(dtype))
+
+
+def test_variance_over_no_elements_is_nan_whatever_the_correction():
+    for correction in (-2.795, -1, 0, 1):
+        same_as_cpu(lambda t: aten.var.correction(t, None, correction=correction), torch.empty(0, dtype=torch.bfloat16))
+        same_as_cpu(lambda t: aten.std_mean.correction(t, None, correction=correction, keepdim=True), torch.empty(0, 5))
+
+
+def test_fused_optimizer_tensor_lr_of_one_element_and_any_rank():
+    def step(p, g, s, lr):
+        aten._fused_adagrad_.tensor_lr([p], [g], [s], [torch.tensor(5.0, device=p.device)], lr=lr, lr_decay=0.5,
+                                       weight_decay=0.5, eps=0.001, maximize=False)
+        return p, s
+    same_as_cpu(step, torch.randn(2, 5, 1), torch.randn(2, 5, 1), torch.rand(2, 5, 1), torch.tensor([-0.898]))
+    with pytest.raises(RuntimeError, match="a Tensor with 2 elements cannot be converted to Scalar"):
+        step(*(t.to("tpu") for t in (torch.randn(3), torch.randn(3), torch.rand(3), torch.tensor([0.1, 0.2]))))
