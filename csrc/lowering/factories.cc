@@ -34,7 +34,8 @@ std::vector<Value> linspace(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
   int64_t n = out.shape.at(0);
-  DType acc = float_opmath(out.dtype);
+  // A complex result counts in its own type: a complex end point keeps its imaginary part.
+  DType acc = is_complex(out.dtype) ? out.dtype : float_opmath(out.dtype);
   if (n == 0) return {zeros(b, out)};
   // An integer result takes start and end in its own type first (2.5 -> 2), like the CPU kernel.
   auto endpoint = [&](size_t i) {
@@ -44,10 +45,12 @@ std::vector<Value> linspace(Context& c) {
   Value start = endpoint(0), end = endpoint(1);
   if (n == 1) return {convert(b, start, out.dtype)};
   Value step = div(b, sub(b, end, start), constant(b, static_cast<double>(n - 1), acc, {n}));
-  Value i = iota(b, Type(acc, {n}), 0);
+  DType index_type = is_complex(acc) ? real_part(acc) : acc;
+  Value index = iota(b, Type(index_type, {n}), 0);
+  Value i = convert(b, index, acc);
   Value lo = add(b, start, mul(b, i, step));
   Value hi = sub(b, end, mul(b, sub(b, constant(b, static_cast<double>(n - 1), acc, {n}), i), step));
-  Value first_half = compare(b, i, constant(b, static_cast<double>(n / 2), acc, {n}), "LT");
+  Value first_half = compare(b, index, constant(b, static_cast<double>(n / 2), index_type, {n}), "LT");
   return {convert(b, select(b, first_half, lo, hi), out.dtype)};
 }
 

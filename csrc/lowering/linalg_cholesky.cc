@@ -114,6 +114,12 @@ std::vector<Value> cholesky_solve(Context& c) {
   if (f.shape()[f.rank() - 1] != f.shape()[f.rank() - 2]) {
     throw InvalidCall("cholesky_solve: A must be batches of square matrices, got " + shape_str(f.shape()));
   }
+  // cholesky_solve's own check: the helper's CPU kernel makes none and returns b unchanged.
+  if (rhs.shape()[rhs.rank() - 2] != f.shape().back()) {
+    throw InvalidCall("Incompatible matrix sizes for cholesky_solve: each A matrix is " + std::to_string(f.shape().back()) +
+                      " by " + std::to_string(f.shape().back()) + " but each b matrix is " +
+                      std::to_string(rhs.shape()[rhs.rank() - 2]) + " by " + std::to_string(rhs.shape().back()));
+  }
   require_f32_f64(c.out().dtype, "cholesky_solve_cpu");
   if (c.out().numel() == 0 || f.type.numel() == 0) return {zeros(b, c.out())};
   std::vector<int64_t> batch(c.out().shape.begin(), c.out().shape.end() - 2);

@@ -180,6 +180,9 @@ KNOWN = [
     ("_native_batch_norm_legit*", "tpu-only raise", r"running_mean and running_var must not be None in eval mode",
      "docs/limits.md 'Batch norm without running statistics in evaluation mode': the CPU kernel reads "
      "the missing statistics (a segfault or garbage); we raise PyTorch's own error"),
+    ("_cholesky_solve_helper*", "tpu-only raise", r"Incompatible matrix sizes for cholesky_solve",
+     "docs/limits.md '_cholesky_solve_helper with mismatched sizes': we raise cholesky_solve's own "
+     "error; the helper's CPU kernel checks nothing and returns b"),
     ("hardtanh_backward*", "silent mismatch", r".",
      "docs/limits.md 'hardtanh_backward at a NaN input': the CPU's vectorized float64 loop zeroes the "
      "gradient that its scalar loop and we pass (checked only for inputs holding NaN, see `applies`)"),

@@ -974,3 +974,17 @@ def test_fused_optimizer_tensor_lr_of_one_element_and_any_rank():
     same_as_cpu(step, torch.randn(2, 5, 1), torch.randn(2, 5, 1), torch.rand(2, 5, 1), torch.tensor([-0.898]))
     with pytest.raises(RuntimeError, match="a Tensor with 2 elements cannot be converted to Scalar"):
         step(*(t.to("tpu") for t in (torch.randn(3), torch.randn(3), torch.rand(3), torch.tensor([0.1, 0.2]))))
+
+
+def test_linspace_with_a_complex_end_keeps_its_imaginary_part():
+    for start, end, steps, dtype in [(-1, complex(0.5, -1.5), 2, torch.complex64),
+                                     (complex(1, 2), complex(0.5, -1.5), 5, torch.complex128),
+                                     (-1, 3, 6, torch.complex64)]:
+        same_as_cpu(lambda o: torch.linspace(start, end, steps, out=o), torch.empty(0, dtype=dtype))
+
+
+def test_cholesky_solve_helper_with_mismatched_sizes_raises_cholesky_solves_error():
+    # The helper's CPU kernel returns b unchanged; we emitted a module the plugin rejected.
+    b, factor = torch.randn(5, 1, device="tpu"), torch.tensor([[-0.561]], device="tpu")
+    with pytest.raises(RuntimeError, match="each A matrix is 1 by 1 but each b matrix is 5 by 1"):
+        aten._cholesky_solve_helper(b, factor, True)
