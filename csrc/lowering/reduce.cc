@@ -77,7 +77,9 @@ Rule accumulate_rule(const std::string& kind, size_t dim_arg) {
     DType out = c.out().dtype;
     DType acc = opmath(out);
     std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
-    Value r = reduce_to(c.b, convert(c.b, x, acc), dims, kind, c.out().shape);
+    // The input is cast to the result dtype first (sum(x, dtype=float16) is sum(x.to(float16)),
+    // as documented and as the CPU computes), then accumulated in opmath.
+    Value r = reduce_to(c.b, convert(c.b, convert(c.b, x, out), acc), dims, kind, c.out().shape);
     return std::vector<Value>{convert(c.b, r, out)};
   };
 }
@@ -88,7 +90,7 @@ std::vector<Value> mean_impl(Context& c, size_t dim_arg) {
   DType out = c.out().dtype;
   DType acc = opmath(out);
   std::vector<int64_t> dims = reduce_dims(c, dim_arg, x.rank());
-  Value s = reduce_to(c.b, convert(c.b, x, acc), dims, "add", c.out().shape);
+  Value s = reduce_to(c.b, convert(c.b, convert(c.b, x, out), acc), dims, "add", c.out().shape);
   Value n = constant(c.b, static_cast<double>(count(x, dims)), acc, c.out().shape);
   return {convert(c.b, div(c.b, s, n), out)};
 }
