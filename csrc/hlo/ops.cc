@@ -241,6 +241,12 @@ Value broadcast_to(Builder& b, Value x, const std::vector<int64_t>& shape) {
 
 Value slice(Builder& b, Value x, const std::vector<int64_t>& start,
             const std::vector<int64_t>& limit, const std::vector<int64_t>& strides) {
+  // A rule slicing a tensor of another rank than it expects (a malformed call): an error, not a
+  // read past x's shape.
+  if (start.size() != static_cast<size_t>(x.rank()) || limit.size() != start.size() || strides.size() != start.size()) {
+    throw std::invalid_argument("slice of a rank-" + std::to_string(x.rank()) + " tensor " + x.type.str() +
+                                " with " + std::to_string(start.size()) + " start indices");
+  }
   std::vector<int64_t> shape;
   bool identity = true;
   for (size_t i = 0; i < start.size(); ++i) {

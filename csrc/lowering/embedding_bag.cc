@@ -213,7 +213,14 @@ std::vector<Value> dense_backward(Context& c, size_t shift) {
   if (c.bool_arg(at(6))) throw NotLowerable("embedding_bag backward with scale_grad_by_freq");
   if (shift && c.bool_arg(9)) throw NotLowerable("sparse embedding_bag backward");
   Value g = convert(b, c.tensor(0), acc);  // [B, D]
+  // The CPU kernel indexes these without checks; malformed ones are an error here.
+  if (g.rank() != 2) throw InvalidCall("embedding_bag backward: grad must be 2-D, got " + g.type.str());
   int64_t B = g.shape()[0], D = g.shape()[1];
+  const Value& bag_size = c.tensor(at(3));
+  if (bag_size.rank() != 1 || bag_size.shape()[0] < B) {
+    throw InvalidCall("embedding_bag backward: bag_size must be 1-D with at least " + std::to_string(B) +
+                      " elements (one per bag), got " + bag_size.type.str());
+  }
   int64_t num_weights = c.int_arg(at(5)), mode = c.int_arg(at(7));
   int64_t padding_idx = c.has(at(9)) ? c.int_arg(at(9)) : -1;
   Value idx = convert(b, c.tensor(1), DType::S64);

@@ -103,6 +103,8 @@ Rule extreme_rule(const std::string& kind, size_t dim_arg) {
     if (count(x, dims) == 0 && x.shape().size() > 0) {
       throw std::invalid_argument("Expected reduction dim to have non-zero size (zero-size reduction)");
     }
+    if (c.out().numel() == 0) return std::vector<Value>{zeros(c.b, c.out())};  // nothing to reduce (the CPU checks no dtype then)
+    require_dtype(!is_complex(x.dtype()), kind == "max" ? "max_values_cpu" : "min_values_cpu", x.dtype());
     return std::vector<Value>{reduce_to(c.b, x, dims, kind, c.out().shape)};
   };
 }
@@ -281,7 +283,8 @@ std::vector<Value> logsumexp(Context& c) {
   Value x = c.tensor(0);
   if (is_complex(x.dtype())) throw NotLowerable("complex logsumexp");
   DType out = c.out().dtype;
-  DType acc = opmath(out);
+  // A complex out= of a real input receives the real result (computed in its real type).
+  DType acc = opmath(is_complex(out) ? real_part(out) : out);
   x = convert(b, x, acc);
   std::vector<int64_t> dims = reduce_dims(c, 1, x.rank());
   double inf = std::numeric_limits<double>::infinity();

@@ -20,8 +20,8 @@ KNOWN = [
     ("native_layer_norm*", "dtype mismatch", r"result\[[12]\]: dtype torch.float32 on CPU|"
      r"on CPU, torch.float32 on tpu",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': float32 mean/rstd for bfloat16"),
-    ("*pow*", "silent mismatch", r".",
-     "docs/limits.md 'Complex pow of non-finite values': XLA's complex power gives NaN where the "
+    (("*pow*", "ldexp*"), "silent mismatch", r".",
+     "docs/limits.md 'Complex pow of non-finite values' (ldexp's 2^other too): XLA's complex power gives NaN where the "
      "CPU's vectorized exp(y*log(x)) gives signed zeros or infinities (checked only for complex "
      "inputs holding inf/NaN, see `applies`)"),
     (("_native_batch_norm_legit*", "native_batch_norm"), "dtype mismatch", r"result\[[12]\]: dtype torch\.(bfloat16|float16) on CPU, torch\.float32 on tpu",

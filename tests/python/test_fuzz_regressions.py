@@ -988,3 +988,28 @@ def test_cholesky_solve_helper_with_mismatched_sizes_raises_cholesky_solves_erro
     b, factor = torch.randn(5, 1, device="tpu"), torch.tensor([[-0.561]], device="tpu")
     with pytest.raises(RuntimeError, match="each A matrix is 1 by 1 but each b matrix is 5 by 1"):
         aten._cholesky_solve_helper(b, factor, True)
+
+
+def test_complex_ldexp_scales_each_part_so_overflow_stays_infinite():
+    # Fuzz seed 3: 2^e as a complex number has a NaN part once it overflows.
+    x = torch.tensor([complex(-0.108, 0.938), complex(3.0, -3.52), complex(0.0, 1.0)], dtype=torch.complex64)
+    for e in (torch.tensor(3), torch.tensor([1.5, -2.0, 200.0]), torch.tensor(1099511627776)):
+        same_as_cpu(torch.ldexp, x, e)
+
+
+def test_embedding_bag_dense_backward_with_a_0d_bag_size_raises_instead_of_crashing():
+    # Fuzz seed 3: the rule sliced a 0-d bag_size as 1-D, which read past its shape (a segfault).
+    grad, indices = torch.randn(2, 7), torch.tensor([3, 5, 1, 2])
+    with pytest.raises(RuntimeError, match="bag_size must be 1-D"):
+        aten._embedding_bag_dense_backward(grad.to("tpu"), indices.to("tpu"), torch.zeros(4, dtype=torch.long, device="tpu"),
+                                           torch.tensor(2, device="tpu"), torch.zeros(2, 7, dtype=torch.long, device="tpu"),
+                                           9, False, 0, None, -1)
+
+
+def test_logsumexp_into_a_complex_out_and_amin_of_empty_complex():
+    x = torch.randn(5, 7, 1)
+    x[0, 0, 0] = inf
+    same_as_cpu(lambda t: torch.logsumexp(t, [-1], True, out=torch.empty(0, dtype=torch.complex64, device=t.device)), x)
+    same_as_cpu(lambda t: torch.amin(t, [2]), torch.empty(7, 0, dtype=torch.complex64).unfold(0, 7, 2))
+    with pytest.raises(NotImplementedError, match="min_values_cpu"):
+        torch.amin(torch.randn(3, dtype=torch.complex64, device="tpu"), 0)
