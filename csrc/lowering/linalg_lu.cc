@@ -194,7 +194,12 @@ std::vector<Value> lu(Context& c) {
   check_matrix(a, "linalg.lu");
   require_real(a.dtype(), "linalg_lu");
   if (c.has(1) && !c.bool_arg(1)) throw NotLowerable("LU without pivoting");
-  if (empty(a)) return {zeros(b, c.out(0)), zeros(b, c.out(1)), zeros(b, c.out(2))};
+  if (empty(a)) {  // P is still the m x m identity (an m x 0 matrix has no rows to swap)
+    const Type& pt = c.out(0);
+    int64_t r = static_cast<int64_t>(pt.shape.size());
+    Value eye = compare(b, iota(b, Type(DType::S64, pt.shape), r - 2), iota(b, Type(DType::S64, pt.shape), r - 1), "EQ");
+    return {convert(b, eye, pt.dtype), zeros(b, c.out(1)), zeros(b, c.out(2))};
+  }
   Value ab = as_batch(b, a);
   int64_t Bt = ab.shape()[0], m = ab.shape()[1], n = ab.shape()[2], k = std::min(m, n);
   Lu f = lu_factor(b, ab);

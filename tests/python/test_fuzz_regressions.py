@@ -1013,3 +1013,9 @@ def test_logsumexp_into_a_complex_out_and_amin_of_empty_complex():
     same_as_cpu(lambda t: torch.amin(t, [2]), torch.empty(7, 0, dtype=torch.complex64).unfold(0, 7, 2))
     with pytest.raises(NotImplementedError, match="min_values_cpu"):
         torch.amin(torch.randn(3, dtype=torch.complex64, device="tpu"), 0)
+
+
+def test_lu_of_a_matrix_without_columns_has_an_identity_permutation():
+    # Fuzz seed 3: P of an m x 0 matrix was all zeros.
+    for shape in ((1, 0), (3, 0), (2, 3, 0), (0, 2)):
+        same_as_cpu(torch.linalg.lu, torch.empty(shape, dtype=torch.float64))
