@@ -216,7 +216,7 @@ std::vector<Value> dense_backward(Context& c, size_t shift) {
   // The CPU kernel indexes these without checks; malformed ones are an error here.
   if (g.rank() != 2) throw InvalidCall("embedding_bag backward: grad must be 2-D, got " + g.type.str());
   int64_t B = g.shape()[0], D = g.shape()[1];
-  const Value& bag_size = c.tensor(at(3));
+  Value bag_size = c.tensor(at(3));
   if (bag_size.rank() != 1 || bag_size.shape()[0] < B) {
     throw InvalidCall("embedding_bag backward: bag_size must be 1-D with at least " + std::to_string(B) +
                       " elements (one per bag), got " + bag_size.type.str());
@@ -227,7 +227,7 @@ std::vector<Value> dense_backward(Context& c, size_t shift) {
   int64_t N = idx.type.numel();
   Value grad_w = zeros(b, Type(acc, {num_weights, D}));
   if (N == 0 || B == 0 || D == 0) return {convert(b, grad_w, out.dtype)};
-  Value sizes = slice(b, convert(b, c.tensor(at(3)), DType::S64), {0}, {B}, {1});
+  Value sizes = slice(b, convert(b, bag_size, DType::S64), {0}, {B}, {1});
   if (mode == kMax) {
     Value mi = convert(b, c.tensor(at(4)), DType::S64);  // [B, D]
     Value live = broadcast_in_dim(b, compare(b, sizes, constant(b, 0, DType::S64, {B}), "GT"), {B, D}, {0});

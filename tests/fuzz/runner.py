@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # A worker above this resident size is killed and its case recorded as a crash (memory blowup):
 # the machine running the fuzzer is shared.
 MAX_RSS_GB = float(os.environ.get("FUZZ_MAX_RSS_GB", 3))
-# How many of a dead worker's last stderr lines its crash detail keeps (more with PYTHONFAULTHANDLER=1).
+# How much of a dead worker's stderr its crash detail keeps (raise both with PYTHONFAULTHANDLER=1).
 STDERR_LINES = int(os.environ.get("FUZZ_STDERR_LINES", 3))
+STDERR_CHARS = int(os.environ.get("FUZZ_STDERR_CHARS", 400))
 
 
 class Worker:
@@ -72,12 +73,12 @@ class Worker:
             return None
         return self._read(timeout)
 
-    def stderr_tail(self, n=400):
+    def stderr_tail(self, n=STDERR_CHARS):
         self.errlog.seek(0)
         text = self.errlog.read().decode(errors="replace")
         lines = [l for l in text.splitlines()
                  if l.strip() and not any(s in l for s in ("Warning:", "absl", "pjrt_c_api_cpu"))]
-        return " | ".join(lines[-STDERR_LINES:])[-int(os.environ.get("FUZZ_STDERR_CHARS", n)):]
+        return " | ".join(lines[-STDERR_LINES:])[-n:]
 
     def kill(self):
         if self.proc.poll() is None:
