@@ -6,11 +6,16 @@ not here. Keep this list short."""
 import fnmatch
 import re
 
-from . import optable
+from ..python import cpu_loops
+from . import execute, optable
 
 OVERLAPPING_WRITE = r"^(result|t\d+ after the call)"
 
 KNOWN = [
+    ("*", "silent mismatch", re.escape(execute.LOOPS_DISAGREE),
+     "docs/limits.md 'PyTorch CPU's own scalar and vector loops disagree': the tpu result matches, element "
+     "by element, the CPU's scalar or its vector loop (checked only for the ops tests/python/cpu_loops.py "
+     "SELF_DISAGREEING lists, see `applies`)"),
     ("*", "silent mismatch", re.escape("[tpu at least as close to a float64 reference]"),
      "docs/limits.md 'bfloat16/float16 element-wise math and addmm-family ops compute in float32 and "
      "round once': the CPU rounds intermediates; ours is at least as close to a float64 reference"),
@@ -145,9 +150,6 @@ KNOWN = [
      "_(log_)softmax.out and log_sigmoid_forward.output leave such an out (partly) unwritten, the "
      "softmax backwards' outs get the result in contiguous order "
      "(checked only for those ops with a non-contiguous out, see `applies`)"),
-    ("gelu*", "silent mismatch", r".",
-     "docs/limits.md 'gelu(+inf)': NaN from the CPU's vectorized float32 kernel, inf from its "
-     "scalar path and from ours (checked only for inputs holding inf, see `applies`)"),
     ("linalg_inv*", "silent mismatch", r"result\[0\]",
      "docs/limits.md 'Inverses of singular or non-finite matrices' (checked only when an input "
      "has non-finite values, see `applies`)"),
@@ -183,12 +185,6 @@ KNOWN = [
     ("_cholesky_solve_helper*", "tpu-only raise", r"Incompatible matrix sizes for cholesky_solve",
      "docs/limits.md '_cholesky_solve_helper with mismatched sizes': we raise cholesky_solve's own "
      "error; the helper's CPU kernel checks nothing and returns b"),
-    ("hardtanh_backward*", "silent mismatch", r".",
-     "docs/limits.md 'hardtanh_backward at a NaN input': the CPU's vectorized float64 loop zeroes the "
-     "gradient that its scalar loop and we pass (checked only for inputs holding NaN, see `applies`)"),
-    ("_add_relu*", "silent mismatch", r".",
-     "docs/limits.md '_add_relu of NaN': the CPU's scalar tail loop gives 0 where its vectorized "
-     "loop and we keep NaN (checked only for inputs holding NaN, see `applies`)"),
     ("_linalg_svd*", "silent mismatch", r"result\[[02]\]",
      "docs/limits.md 'Singular vectors of repeated singular values': any orthonormal basis of their "
      "subspace is an SVD (checked only for an input made of one repeated value, see `applies`)"),
@@ -300,12 +296,8 @@ def applies(entry, case, detail="") -> bool:
         names = {f"{p}{f}" for p in ("", "_foreach_") for f in ("cos", "sin", "tan", "cosh", "sinh", "tanh", "exp")}
         return optable.base_name(case.op).rstrip("_") in names and any(
             "complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
-    if op_glob == "hardtanh_backward*":
-        return len(case.tensors) > 1 and "nan" in case.tensors[1].base_code
-    if op_glob == "_add_relu*":
-        return any("nan" in t.base_code for t in case.tensors)
-    if op_glob == "gelu*":
-        return any("inf" in t.base_code for t in case.tensors)
+    if entry[2] == re.escape(execute.LOOPS_DISAGREE):
+        return optable.base_name(case.op) in cpu_loops.SELF_DISAGREEING
     if op_glob in ("_fft_*", "linalg_inv*"):
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
     if op_glob == "linalg_solve_triangular*":

@@ -98,6 +98,26 @@ def families(ops: tuple):
     return out
 
 
+# Point-wise kernels PyTorch does not tag `pointwise` (their backwards, fused forms).
+UNTAGGED_POINTWISE = {"elu_backward", "hardtanh_backward", "hardswish_backward", "hardsigmoid_backward",
+                      "_add_relu", "threshold_backward", "gelu_backward", "silu_backward", "softplus_backward",
+                      "leaky_relu_backward", "log_sigmoid_backward", "sigmoid_backward", "tanh_backward",
+                      "mish_backward", "softshrink_backward", "hardshrink_backward"}
+
+
+@functools.lru_cache(maxsize=None)
+def is_pointwise(op: str) -> bool:
+    """Whether each result element depends only on the same element of every input (after
+    broadcasting): PyTorch's `pointwise` tag on any overload of the family, or the list above."""
+    name = base_name(op)
+    if name in UNTAGGED_POINTWISE or split(op)[0] in UNTAGGED_POINTWISE:
+        return True
+    family = getattr(torch.ops.aten, split(op)[0], None)
+    if family is None:
+        return False
+    return any(torch.Tag.pointwise in getattr(family, o).tags for o in family.overloads())
+
+
 def schema(op: str):
     return packet(op)._schema
 
