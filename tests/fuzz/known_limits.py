@@ -185,6 +185,10 @@ KNOWN = [
     ("_cholesky_solve_helper*", "tpu-only raise", r"Incompatible matrix sizes for cholesky_solve",
      "docs/limits.md '_cholesky_solve_helper with mismatched sizes': we raise cholesky_solve's own "
      "error; the helper's CPU kernel checks nothing and returns b"),
+    (("log2*", "log10*", "_foreach_log2*", "_foreach_log10*"), "silent mismatch", r".",
+     "docs/limits.md 'Complex log2 / log10 of non-finite values on PyTorch's generic CPU build': with "
+     "ATEN_CPU_CAPABILITY=default the CPU divides log(z) by a complex ln 2, turning an infinite part's "
+     "partner into NaN (checked only on that build, for complex inputs holding inf/NaN, see `applies`)"),
     ("_linalg_svd*", "silent mismatch", r"result\[[02]\]",
      "docs/limits.md 'Singular vectors of repeated singular values': any orthonormal basis of their "
      "subspace is an SVD (checked only for an input made of one repeated value, see `applies`)"),
@@ -302,6 +306,10 @@ def applies(entry, case, detail="") -> bool:
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf"))
     if op_glob == "linalg_solve_triangular*":
         return any(s in t.base_code for t in case.tensors for s in ("nan", "inf", "1e30"))
+    if op_glob == "log2*":
+        import torch
+        return torch.backends.cpu.get_cpu_capability() == "DEFAULT" and any(
+            "complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
     if op_glob == "_linalg_svd*":
         return ".expand(" in case.tensors[0].view_code and re.search(r"torch\.tensor\(\[[^,\]]*\]", case.tensors[0].base_code)
     if op_glob == "_cum*_helper*" and entry[1] == "silent mismatch":

@@ -41,9 +41,9 @@ def _map_tensors(args, fn):
 
 
 def _shape_of(xs):
-    shapes = {tuple(x.shape) for x in xs if isinstance(x, torch.Tensor)}
-    assert len(shapes) == 1, f"point-wise references need inputs of one shape, got {shapes}"
-    return shapes.pop()
+    """The broadcast shape of the tensors of rank > 0 (0-d tensors stay as they are: they take
+    part in type promotion as numbers do)."""
+    return tuple(torch.broadcast_shapes(*[x.shape for x in xs if isinstance(x, torch.Tensor) and x.dim() > 0]))
 
 
 def _outputs(out):
@@ -76,7 +76,8 @@ def scalar_loop(f, *xs):
     per_element = []
     for index in itertools.product(*map(range, shape)):
         window = tuple(slice(i, i + 1) for i in index)
-        per_element.append(_outputs(f(*_map_tensors(xs, lambda x: x[window].clone()))))
+        alone = _map_tensors(xs, lambda x: x.expand(shape)[window].clone() if x.dim() > 0 else x)
+        per_element.append(_outputs(f(*alone)))
     if not per_element:  # an empty input: nothing can disagree
         return f(*xs)
     first = f(*xs)
@@ -89,7 +90,7 @@ def vector_loop(f, *xs):
     """f evaluated on the inputs tiled (each element BLOCK times in a row): every element lies
     in full vector blocks, on any ISA."""
     _shape_of(xs)
-    out = f(*_map_tensors(xs, tiled))
+    out = f(*_map_tensors(xs, lambda x: tiled(x) if x.dim() > 0 else x))
     return _as_given([o[..., 0] if isinstance(o, torch.Tensor) else o for o in _outputs(out)], out)
 
 

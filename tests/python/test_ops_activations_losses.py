@@ -250,15 +250,16 @@ def test_threshold_dtypes(dtype, no_fallbacks):
 
 
 def test_add_relu(no_fallbacks):
-    # NaN is left out: the CPU kernel itself gives NaN (vectorized loop) or 0 (tail loop).
+    # At a NaN sum the CPU's vector loop gives NaN, its scalar loop 0: both are references.
     for dtype in [torch.float32, torch.float64, torch.int64]:
-        sp = (INF, -INF, -0.0)  # the CPU clamps inf to the largest finite value
+        sp = (INF, -INF, -0.0, NAN)  # the CPU clamps inf to the largest finite value
         x = edge((9, 11), dtype, seed=7, specials=sp) if dtype.is_floating_point else ints((9, 11), dtype)
         y = edge((9, 11), dtype, seed=8, specials=()) if dtype.is_floating_point else ints((9, 11), dtype, seed=8)
-        check(lambda a, b: torch.ops.aten._add_relu(a, b, alpha=2), x, y, dtype=dtype)
+        check(lambda a, b: torch.ops.aten._add_relu(a, b, alpha=2), x, y, dtype=dtype, loops="_add_relu")
         z = to_dev(x).clone()
         torch.ops.aten._add_relu_(z, to_dev(y))
-        compare(z, torch.ops.aten._add_relu(x, y))
+        add_relu_ = lambda a, b: torch.ops.aten._add_relu_(a.clone(), b)  # noqa: E731
+        compare(z, either(z, scalar_loop(add_relu_, x, y), vector_loop(add_relu_, x, y), "_add_relu"))
 
 
 def test_glu_bad_dim():
