@@ -9,6 +9,24 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 
+# The build (and CMake's `python -c "import torch"`) must not autoload a half-built torch_tpu
+# through the entry point that the metadata step has just written.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+
+def _require_installed_torch():
+    """torch_tpu._C links against the torch in this environment; pip's build isolation hides it
+    (and would fetch a multi-GB CUDA torch if asked to install one)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.exit("torch-tpu builds against the torch already installed, and none is importable here: "
+                 "install torch first (e.g. `pip install torch==2.13.0`), then build without build "
+                 "isolation: `pip install --no-build-isolation .`")
+
+
+_require_installed_torch()
+
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):

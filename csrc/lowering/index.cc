@@ -76,6 +76,10 @@ std::vector<Value> index_select(Context& c) {
     throw std::invalid_argument("index_select(): Expected dtype int32 or int64 for index");
   }
   int64_t k = numel(idx.shape());
+  if (x.shape()[dim] == 0 && k > 0) {  // nothing to select from: the CPU kernel's errors
+    if (x.rank() == 1) throw std::out_of_range("index out of range in self");
+    throw InvalidCall("index_select(): self indexing axis dim should be positive");
+  }
   if (numel(c.out().shape) == 0) return {zeros(c.b, c.out())};
   // The CPU kernel raises IndexError along dim 0 (or of a vector), RuntimeError along others.
   CheckKind kind = dim == 0 || x.rank() == 1 ? CheckKind::IndexError : CheckKind::RuntimeError;

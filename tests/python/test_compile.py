@@ -600,3 +600,18 @@ def test_conj_and_neg_views_inside_a_graph():
     out = torch.compile(f, backend="tpu", fullgraph=True)(z.to(DEV))
     for got, want in zip(out, f(z)):
         torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+def test_data_dependent_shape_under_fullgraph_names_the_cause_not_dynamic_false():
+    # x[mask] has a size known only from the data: dynamic=False cannot help, so the message
+    # must not suggest it; without fullgraph=True the graph splits and the result is the CPU's.
+    import torch._dynamo
+    torch._dynamo.reset()
+    x = torch.tensor([1.0, -2.0, 3.0, -0.5])
+    f = lambda t: t[t > 0].sum() * 2  # noqa: E731
+    with pytest.raises(Exception, match="data-dependent shape") as info:
+        torch.compile(f, backend="tpu", fullgraph=True)(x.to("tpu"))
+    assert "dynamic=False does not change" in str(info.value)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, backend="tpu")(x.to("tpu")).cpu(), f(x))
+    torch._dynamo.reset()

@@ -161,11 +161,27 @@ def _flat_vals(val):
     return [val]
 
 
+def _data_dependent(val) -> bool:
+    """Whether a shape, stride or number depends on tensor data (an unbacked symbol: nonzero,
+    x[mask], .item() sizes), which no dynamic= setting makes static."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return bool(free_unbacked_symbols(val))
+
+
+def _static_only(what, shown) -> str:
+    """Why a symbolic `shown` (a shape or number) cannot compile, and what helps."""
+    if _data_dependent(shown):
+        return (f"{what} has a data-dependent shape or value {shown} (known only once the data is computed); "
+                "torch-tpu compiles static shapes, and dynamic=False does not change that: without "
+                "fullgraph=True the graph is split around the op, or use a fixed-size form (torch.where on "
+                "a mask, nonzero_static, a padded size)")
+    return f"{what} has a symbolic shape {shown}; torch-tpu compiles static shapes: use torch.compile(..., dynamic=False)"
+
+
 def _check_static(val, what):
     for s in list(val.shape) + list(val.stride()):
         if not isinstance(s, int):
-            raise Unsupported(None, f"{what} has a symbolic shape {tuple(val.shape)}; torch-tpu compiles "
-                                    "static shapes: use torch.compile(..., dynamic=False)")
+            raise Unsupported(None, _static_only(what, tuple(val.shape)))
 
 
 class SpecWriter:
@@ -182,8 +198,7 @@ class SpecWriter:
 
     def new_value(self, val, what):
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise Unsupported(None, f"{what} is a symbolic {type(val).__name__}; torch-tpu compiles static "
-                                    "shapes: use torch.compile(..., dynamic=False)")
+            raise Unsupported(None, _static_only(f"{what} (a {type(val).__name__})", val))
         if not isinstance(val, torch.Tensor):
             raise Unsupported(None, f"{what} is a {type(val).__name__}, not a tensor")
         _check_static(val, what)
@@ -230,7 +245,7 @@ class SpecWriter:
         if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
             return ("none", 0)  # results' placement and layout come from the meta values
         if isinstance(value, torch.SymInt):
-            raise Unsupported(node, "symbolic size argument; use torch.compile(..., dynamic=False)")
+            raise Unsupported(node, _static_only("a size argument", value))
         raise Unsupported(node, f"argument of type {type_text} = {value!r}")
 
     def add_node(self, node):

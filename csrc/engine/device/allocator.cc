@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "engine/device/guard.h"
 #include "engine/device/runtime.h"
@@ -21,6 +22,7 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::mutex g_mu;
 std::array<DeviceMemoryCounters, kMaxDevices> g_counters;
+std::unordered_map<uintptr_t, StorageBuffer*> g_live;  // data_ptr() -> its storage, under g_mu
 
 // data_ptr() values are addresses in a private range that is never dereferenced: unique and
 // non-overlapping across live storages, which safetensors/transformers rely on.
@@ -60,6 +62,7 @@ void delete_storage(void* ctx) {
     auto& c = g_counters[s->device];
     c.allocated -= static_cast<int64_t>(s->nbytes);
     c.num_frees += 1;
+    g_live.erase(s->address);
   }
   delete s;
 }
@@ -76,8 +79,10 @@ class TpuAllocator final : public c10::DeviceAllocator {
     s->device = device;
     s->nbytes = nbytes;
     uintptr_t address = g_next_address.fetch_add(((nbytes + 255) & ~size_t(255)) + 256);
+    s->address = address;
     {
       std::lock_guard<std::mutex> lock(g_mu);
+      g_live[address] = s;
       auto& c = g_counters[device];
       c.allocated += static_cast<int64_t>(nbytes);
       c.peak = std::max(c.peak, c.allocated);
@@ -150,6 +155,12 @@ void raise_if_out_of_memory(const pjrt::PjrtError& error, int device, const std:
 }
 
 c10::DeviceAllocator* tpu_allocator() { return &g_allocator; }
+
+StorageBuffer* storage_at_address(const void* address) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_live.find(reinterpret_cast<uintptr_t>(address));
+  return it == g_live.end() ? nullptr : it->second;
+}
 c10::DataPtr allocate_on(int device, size_t nbytes) { return g_allocator.allocate_on(device, nbytes); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);

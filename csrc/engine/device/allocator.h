@@ -16,6 +16,10 @@ DeviceMemoryCounters memory_counters(int device);
 void reset_peak_memory(int device);
 c10::DeviceAllocator* tpu_allocator();
 
+struct StorageBuffer;
+// The live storage whose data_ptr() is `address`, or nullptr.
+StorageBuffer* storage_at_address(const void* address);
+
 }  // namespace tpu::engine
 
 #include "pjrt/error.h"

@@ -29,6 +29,10 @@ void StorageBuffer::set(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_
 
 StorageBuffer& storage_buffer(const c10::Storage& s) {
   auto* ctx = static_cast<StorageBuffer*>(s.data_ptr().get_context());
+  if (ctx == nullptr && s.device_type() == c10::DeviceType::PrivateUse1) {
+    ctx = storage_at_address(s.data_ptr().get());  // from_blob over a live storage
+    if (ctx != nullptr && ctx->nbytes < s.nbytes()) ctx = nullptr;
+  }
   TORCH_CHECK(ctx != nullptr, "tpu: tensor storage has no device buffer (was it created by torch-tpu?)");
   return *ctx;
 }
@@ -89,18 +93,22 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   StorageBuffer& old = storage_buffer(storage);
   if (nbytes == old.nbytes) return;
   size_t kept = std::min(nbytes, old.nbytes);
-  std::vector<uint8_t> bytes;
-  if (old.buffer() && kept > 0) {
-    std::vector<uint8_t> previous(old.nbytes);
-    old.buffer()->to_host(previous.data(), old.nbytes);
-    bytes.assign(nbytes, 0);
-    std::memcpy(bytes.data(), previous.data(), kept);
-  }
-  // The element type survives when the new size holds whole elements of it.
-  hlo::DType dtype = nbytes * 8 % hlo::bit_width(old.dtype) == 0 ? old.dtype : hlo::DType::U8;
+  // First the device allocation: past the device's memory it raises torch.OutOfMemoryError.
   c10::DataPtr data = allocate_on(old.device, nbytes);
   StorageBuffer& resized = *static_cast<StorageBuffer*>(data.get_context());
-  if (!bytes.empty()) {
+  // The element type survives when the new size holds whole elements of it.
+  hlo::DType dtype = nbytes * 8 % hlo::bit_width(old.dtype) == 0 ? old.dtype : hlo::DType::U8;
+  if (old.buffer() && kept > 0) {
+    std::vector<uint8_t> previous, bytes;  // host staging of the kept bytes
+    try {
+      previous.resize(old.nbytes);
+      bytes.assign(nbytes, 0);
+    } catch (const std::bad_alloc&) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "resize_: tpu out of memory: staging ", old.nbytes + nbytes,
+                       " bytes on the host to resize a tpu storage failed");
+    }
+    old.buffer()->to_host(previous.data(), old.nbytes);
+    std::memcpy(bytes.data(), previous.data(), kept);
     int64_t n = static_cast<int64_t>(nbytes * 8 / hlo::bit_width(dtype));
     resized.set(runtime().client().buffer_from_host(bytes.data(), to_pjrt(dtype), {n}, resized.device), dtype, {n});
   }

@@ -26,6 +26,7 @@ enum class StorageState { Unwritten, Ready, Pending };
 struct StorageBuffer {
   int device = 0;
   size_t nbytes = 0;
+  uintptr_t address = 0;  // the storage's data_ptr() (allocator.cc)
   std::vector<std::shared_ptr<pjrt::Buffer>> shards;  // Ready: one per shard
   hlo::DType dtype = hlo::DType::U8;                  // element type of the buffers
   std::vector<int64_t> dims;                          // layout; valid when layout_set
@@ -42,7 +43,9 @@ struct StorageBuffer {
   void set(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype, std::vector<int64_t> buffer_dims);
 };
 
-// The StorageBuffer behind a tpu tensor (never null for a tpu tensor with storage).
+// The StorageBuffer behind a tpu tensor (never null for a tpu tensor with storage). A storage
+// made by at::from_blob over a live tpu storage's data_ptr() (PyTorch's own serialization does
+// this to read a device storage) resolves to that storage.
 StorageBuffer& storage_buffer(const at::Tensor& t);
 StorageBuffer& storage_buffer(const c10::Storage& s);
 

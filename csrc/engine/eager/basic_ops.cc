@@ -14,6 +14,7 @@
 
 #include <set>
 
+#include "engine/device/host_read_rate.h"
 #include "engine/device/allocator.h"
 #include "engine/eager/boxed_kernel.h"
 #include "engine/device/dtypes.h"
@@ -62,6 +63,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
     return out;
   }
   raise_failed_checks();
+  note_host_read(src.numel());
   StorageBuffer& storage = storage_buffer(src);
   if (storage.growable && storage.state() == StorageState::Ready && src.numel() > 0 && !covers_storage(src)) {
     // A view of a storage with spare capacity (engine/growing: a KV cache, generate()'s

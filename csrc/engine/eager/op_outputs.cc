@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/device/dtypes.h"
+#include "engine/eager/cpu_dtype_checks.h"
 #include "engine/eager/op_adapters.h"
 #include "lowering/registry.h"
 #include "program/layout.h"
@@ -135,6 +136,7 @@ OpOutputs op_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   size_t first = stack.size() - num_args;
   for (size_t a = 0; a < num_args; ++a) meta_stack.push_back(to_meta(stack[first + a]));
   check_in_place_result_type(op, meta_stack);
+  check_dtypes_like_cpu(op, stack, num_args);
   // Ops that return nothing (_foreach_X.out) resize their out= lists in the meta kernel too.
   std::vector<std::pair<int, c10::IValue>> written_lists;
   if (schema.returns().empty()) {
