@@ -8,7 +8,7 @@ JOBS ?= 2
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build demo quickstart test test-cpp test-python test-cpu-isa test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-projection bench-parallel docs clean
+.PHONY: setup build wheel test-wheel demo quickstart test test-cpp test-python test-cpu-isa test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-projection bench-parallel docs clean
 
 setup: $(STAMP) build
 
@@ -33,6 +33,16 @@ build: $(STAMP)
 
 # With libtpu installed, every program is also compiled for a v6e chip (docs/tpu_aot.md).
 AOT_TOPOLOGY = $$($(PY) -c "import importlib.util as u; print('v6e:1x1' if u.find_spec('libtpu') else '')")
+
+# A wheel of the package (dist/), built against the torch in .venv.
+wheel: setup
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 TORCH_TPU_BUILD_JOBS=$(JOBS) $(PIP) wheel -q --no-build-isolation --no-deps -w dist .
+
+# The wheel as a user installs it: built from a clean copy of the committed tree in a new venv
+# with only torch, installed there, then a tpu op and the demo run (tools/check_wheel.sh; a long
+# check, outside `make test`: it builds the C++ core from scratch).
+test-wheel:
+	JOBS=$(JOBS) PYTHON=$(PYTHON) bash tools/check_wheel.sh
 
 # The user's Transformers script with the shipped tiny Qwen3.5 checkpoint (examples/demo_llm.py).
 demo: setup

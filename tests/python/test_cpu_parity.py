@@ -117,6 +117,23 @@ def test_tpu_tensors_pickle_and_come_back_on_tpu(dtype):
     torch.testing.assert_close(back.cpu(), x[:, 1:])
 
 
+def test_deepcopy_of_a_view_copies_its_storage_on_tpu():
+    import copy
+    x = torch.arange(6.0).reshape(2, 3)
+    view = x.to(DEV)[:, 1:]
+    back = copy.deepcopy(view)
+    assert back.device.type == DEV and back.untyped_storage().data_ptr() != view.untyped_storage().data_ptr()
+    torch.testing.assert_close(back.cpu(), x[:, 1:])
+
+
+def test_a_tpu_tensor_on_a_multiprocessing_queue_raises_pytorchs_error():
+    # PyTorch's sharing reducers know CPU and CUDA storages only (docs/limits.md, "Pickling").
+    from multiprocessing.reduction import ForkingPickler
+    import torch.multiprocessing  # noqa: F401  (registers the tensor reducers)
+    with pytest.raises(RuntimeError, match="only available on CPU"):
+        ForkingPickler(io.BytesIO()).dump(torch.ones(2, device=DEV))
+
+
 def test_legacy_torch_save_of_tpu_tensors_round_trips():
     x = torch.randn(3, 4)
     buf = io.BytesIO()

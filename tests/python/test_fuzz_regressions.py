@@ -772,11 +772,14 @@ def test_fft_of_half_precision_raises_the_cpu_error_instead_of_reaching_its_kern
 
 
 def test_weight_norm_fallback_refuses_an_empty_v():
-    # An out= of another dtype runs the CPU kernel, which divided by zero (SIGFPE) on an empty v.
+    # The CPU kernel divides by zero (SIGFPE) on an empty v: we refuse it. An out0 of a dtype the
+    # CPU refuses gets the CPU's own dtype error first, before any kernel runs (cpu_dtype_checks).
     e = torch.zeros(0, 4, device="tpu")
-    with pytest.raises(RuntimeError, match=r"weight norm: v of shape \[0, 4\] has no elements"):
-        aten._weight_norm_interface.out(e, e, 0, out0=torch.empty(0, 4, dtype=torch.bfloat16, device="tpu"),
-                                        out1=torch.empty(0, device="tpu"))
+    for dtype, error in [(torch.float32, r"weight norm: v of shape \[0, 4\] has no elements"),
+                         (torch.bfloat16, r"Expected out tensor to have dtype float, but got c10::BFloat16")]:
+        with pytest.raises(RuntimeError, match=error):
+            aten._weight_norm_interface.out(e, e, 0, out0=torch.empty(0, 4, dtype=dtype, device="tpu"),
+                                            out1=torch.empty(0, device="tpu"))
 
 
 def _half_add_like_the_cpus_vector_loop(x, other, alpha, sign=1.0, reverse=False):
@@ -868,9 +871,12 @@ def test_batch_norm_invstd_var_correction_and_one_element_norms_follow_the_cpu()
 def test_embedding_backward_fallback_checks_indices_before_the_cpu_kernel_counts_them():
     # An out= of another dtype takes the CPU fallback; with scale_grad_by_freq its kernel counted
     # index 6 in a 1-long buffer (heap corruption, a malloc abort cases later: fuzz seed 1, 15966).
+    # An out= of a dtype the CPU refuses gets the CPU's dtype error before any kernel runs.
     grad = torch.ones(7, 7, dtype=torch.int32, device="tpu")
     idx = torch.tensor([2, 1, 5, 4, 6, 5, 0], device="tpu")
     with pytest.raises(IndexError, match="index 6 is out of range for num_weights 1"):
+        aten.embedding_dense_backward.out(grad, idx, 1, 4, True, out=torch.empty(0, dtype=torch.int64, device="tpu"))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype int, but got c10::Half"):
         aten.embedding_dense_backward.out(grad, idx, 1, 4, True, out=torch.empty(0, dtype=torch.float16, device="tpu"))
 
 
