@@ -50,7 +50,15 @@ bool needs_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack, 
   const std::string& name = op.schema().name();
   at::native::ResultTypeState state;
   std::set<c10::ScalarType> input_dtypes, out_dtypes;
-  bool any_input = false, any_bool = false;
+  bool any_input = false, any_bool = false, promotes = true;
+  auto take = [&](auto&& value) {
+    try {
+      state = at::native::update_result_type_state(value, state);
+    } catch (const c10::Error&) {
+      promotes = false;  // float8 with another type: PyTorch promotes neither way (op_outputs.cc)
+    }
+    any_input = true;
+  };
   for (size_t a = 0; a < num_args && a < args.size(); ++a) {
     const c10::IValue& v = stack[first + a];
     if (is_out_arg(args[a])) {
@@ -58,27 +66,24 @@ bool needs_check(const c10::OperatorHandle& op, const torch::jit::Stack& stack, 
       continue;
     }
     if (v.isScalar()) {
-      state = at::native::update_result_type_state(v.toScalar(), state);
+      take(v.toScalar());
       any_bool |= v.toScalar().isBoolean();
-      any_input = true;
     }
     each_tensor(v, [&](const at::Tensor& t) {
-      state = at::native::update_result_type_state(t, state);
+      take(t);
       input_dtypes.insert(t.scalar_type());
       any_bool |= t.scalar_type() == at::kBool;
-      any_input = true;
     });
   }
   if (is_subtraction(name) && any_bool) return true;
   if (is_matrix_product(name) && input_dtypes.size() > 1) return true;
-  if (out_dtypes.empty() || !any_input) return false;
-  c10::ScalarType promoted;
+  if (out_dtypes.empty() || !any_input || !promotes) return false;
   try {
-    promoted = at::native::result_type(state);
+    c10::ScalarType promoted = at::native::result_type(state);
+    return out_dtypes.size() > 1 || *out_dtypes.begin() != promoted;
   } catch (const c10::Error&) {
-    return true;  // no common type (float8 with another): let the CPU say what it says
+    return false;
   }
-  return out_dtypes.size() > 1 || *out_dtypes.begin() != promoted;
 }
 
 // A CPU tensor standing in for `t`: one zero element per dim (empty for an out= tensor, which the
