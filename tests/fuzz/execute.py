@@ -20,12 +20,16 @@ def _build(case, dev):
     return ns
 
 
-def _to_cpu(x):
+def _tree_map(x, fn):
     if isinstance(x, torch.Tensor):
-        return x.cpu()
+        return fn(x)
     if isinstance(x, (tuple, list)):
-        return type(x)(_to_cpu(v) for v in x)
+        return type(x)(_tree_map(v, fn) for v in x)
     return x
+
+
+def _to_cpu(x):
+    return _tree_map(x, lambda t: t.cpu())
 
 
 def _run(case, dev):
@@ -107,14 +111,6 @@ def _run_laid_out(case, lay_out, lay_back):
         except RuntimeError:  # a view whose elements overlap: keep the base as built
             pass
     return out, {t.name: fresh[t.name + "_base"] for t in case.tensors}
-
-
-def _tree_map(x, fn):
-    if isinstance(x, torch.Tensor):
-        return fn(x)
-    if isinstance(x, (tuple, list)):
-        return type(x)(_tree_map(v, fn) for v in x)
-    return x
 
 
 def _both_loops(case):
