@@ -74,8 +74,18 @@ int64_t Type::numel() const {
 
 std::string Type::str() const {
   std::string s = "tensor<";
-  for (int64_t d : shape) s += std::to_string(d) + "x";
-  return s + mlir_name(dtype) + ">";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (static_cast<int>(i) == bounded_dim ? std::string("?") : std::to_string(shape[i])) + "x";
+  }
+  s += mlir_name(dtype);
+  if (bounded_dim >= 0) {
+    s += ", #stablehlo.bounds<";
+    for (size_t i = 0; i < shape.size(); ++i) {
+      s += (i ? ", " : "") + (static_cast<int>(i) == bounded_dim ? std::to_string(shape[i]) : std::string("?"));
+    }
+    s += ">";
+  }
+  return s + ">";
 }
 
 }  // namespace tpu::hlo

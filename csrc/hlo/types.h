@@ -29,12 +29,17 @@ struct Type {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
 
+  // >= 0: this dim is dynamic with the static extent as its bound
+  // (`tensor<?x4xf32, #stablehlo.bounds<8, ?>>`); only set_dimension_size results carry it
+  // (hlo/runtime_size.h).
+  int bounded_dim = -1;
+
   Type() = default;
   Type(DType d, std::vector<int64_t> s) : dtype(d), shape(std::move(s)) {}
   int rank() const { return static_cast<int>(shape.size()); }
   int64_t numel() const;
   std::string str() const;  // "tensor<2x3xf32>"
-  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape && bounded_dim == o.bounded_dim; }
   bool operator!=(const Type& o) const { return !(*this == o); }
 };
 

@@ -34,6 +34,10 @@ struct StorageBuffer {
   std::string sharding;
   bool growable = false;     // made with spare capacity along a growing dim (engine/growing)
   int8_t appended_along = 0;  // 1 + the dim of the append-shaped cat that made it, 0 if none
+  // A growable storage made as a dense tensor with spare rows (engine/growing, as_padded_prefix):
+  // its growing axis's stride and capacity, so views of any part of it (a slice of the other
+  // dims, a transpose) are recognised as padded prefixes too. 0 when unknown.
+  int64_t padded_stride = 0, padded_capacity = 0;
 
   StorageState state() const { return shards.empty() ? StorageState::Unwritten : StorageState::Ready; }
   const std::shared_ptr<pjrt::Buffer>& buffer() const;  // the single-device buffer (or null)

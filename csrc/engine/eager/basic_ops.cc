@@ -17,6 +17,7 @@
 #include "engine/device/host_read_rate.h"
 #include "engine/device/allocator.h"
 #include "engine/eager/boxed_kernel.h"
+#include "engine/growing/growing_dims.h"
 #include "engine/device/dtypes.h"
 #include "engine/eager/fallback.h"
 #include "engine/eager/math_bits.h"
@@ -132,6 +133,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
       return dst;
     }
     host = host.contiguous();
+    if (std::optional<int64_t> capacity = upload_bucket(dst)) {
+      // A prompt's token ids: uploaded into a bucket, so what is computed from them runs over
+      // the bucket with the length a runtime size (engine/growing/bucketed_ops.cc).
+      std::vector<int64_t> dims = dense_layout(dst.sizes());
+      int64_t length = dims.back();
+      dims.back() = *capacity;
+      at::Tensor padded = at::zeros(dims, host.options());
+      padded.narrow(-1, 0, length).copy_(host);
+      hlo::DType dtype = to_hlo(dst.scalar_type(), "copy_");
+      at::Tensor whole = wrap_buffer(upload(padded, dtype, dims, dst.device().index()), dtype, dims, padded.sizes(),
+                                     padded.strides(), dst.scalar_type(), dst.device().index());
+      dst.unsafeGetTensorImpl()->set_storage_keep_dtype(whole.storage());
+      dst.unsafeGetTensorImpl()->set_sizes_and_strides(dst.sizes(), whole.strides(), 0);
+      as_padded_prefix(whole, whole.dim() - 1, length);  // marks the storage and notes the length
+      note_bucketed_length(length, *capacity);
+      return dst;
+    }
     if (covers_storage(dst)) {
       StorageBuffer& s = storage_buffer(dst);
       hlo::DType dtype = to_hlo(dst.scalar_type(), "copy_");

@@ -174,6 +174,8 @@ std::vector<std::string> register_lowered_ops() {
           kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&pointwise_over_capacity>>();
         } else if (adapter == nullptr && (full == "sum" || full == "all" || full == "any")) {
           kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&reduction_over_capacity>>();
+        } else if (adapter == nullptr && takes_bucketed_path(name)) {
+          kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&runs_over_capacity>>();
         }
       }
       lib->impl(full.c_str(), std::move(kernel));

@@ -1,7 +1,10 @@
 #include "engine/eager/eager_program.h"
 
+#include <algorithm>
+
 #include "engine/device/dtypes.h"
 #include "engine/eager/op_adapters.h"
+#include "hlo/runtime_size.h"
 
 namespace tpu::engine {
 namespace {
@@ -35,7 +38,9 @@ class Assembler {
   Value read(int tensor_index) {
     const TensorRef& t = call_.tensors[tensor_index];
     if (t.storage < 0) return scalars_.at(t.scalar);
-    return p_.read(slots_[t.storage], view_of(t, tensor_index));
+    Value v = p_.read(slots_[t.storage], view_of(t, tensor_index));
+    if (t.runtime_dim >= 0) v = hlo::with_runtime_size(p_.builder(), v, t.runtime_dim, scalars_.at(t.runtime_length));
+    return v;
   }
 
   void write(int tensor_index, Value value) {
@@ -162,6 +167,13 @@ program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::
     out_types.push_back(t.undefined ? std::nullopt : std::optional<program::Type>(program::Type(to_hlo(t.dtype), t.sizes)));
   }
   std::vector<Value> results = a.program().apply(rule, std::move(args), out_types, outputs.compute_dtype, rng);
+  bool runtime_sized = std::any_of(call.tensors.begin(), call.tensors.end(),
+                                   [](const TensorRef& t) { return t.runtime_dim >= 0; });
+  if (runtime_sized) {
+    for (Value& v : results) {
+      if (v.valid()) v = hlo::static_result(a.program().builder(), v);
+    }
+  }
   for (size_t r = 0; r < results.size(); ++r) {
     const Target& t = outputs.targets[r];
     if (t.undefined) continue;

@@ -1,4 +1,5 @@
 #include "engine/eager/op_call.h"
+#include "engine/eager/runtime_sizes.h"
 #include "engine/eager/op_adapters.h"
 
 #include <algorithm>
@@ -17,7 +18,7 @@ namespace {
 // Key tags. Every entry starts with its tag and is self-describing, so two keys of one op can
 // be compared field by field (describe_key_change).
 enum Tag : int64_t { kNone, kTpuTensor, kCpuScalar, kList, kScalar, kInt, kDouble, kBool, kStr,
-                     kInts, kDevice, kGenerator, kDoubles, kScalarType, kBools };
+                     kInts, kDevice, kGenerator, kDoubles, kScalarType, kBools, kRuntimeSizes };
 
 c10::TypePtr unwrap_optional(c10::TypePtr t) {
   return t->kind() == c10::TypeKind::OptionalType ? t->containedType(0) : t;
@@ -101,6 +102,13 @@ void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t
   call.key.insert(call.key.end(), {t.dim(), ref.has_offset, int64_t(ref.access)});
   for (int64_t s : t.sizes()) call.key.push_back(s);
   for (int64_t s : t.strides()) call.key.push_back(s);
+  if (const RuntimeSize* size = runtime_size_of(t)) {  // the length is a parameter, not in the key
+    ref.runtime_dim = static_cast<int>(size->dim);
+    ref.runtime_length = static_cast<int>(call.scalars.size());
+    ScalarRef length{arg, c10::Scalar(size->length)};
+    length.runtime_size = true;
+    call.scalars.push_back(length);
+  }
   call.tensors.push_back(std::move(ref));
 }
 
@@ -224,6 +232,11 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
     }
   }
   if (call.device < 0) call.device = current_device();
+  // Runtime sizes key by (tensor, dim) after the arguments (describe_key_change stops before).
+  for (size_t i = 0; i < call.tensors.size(); ++i) {
+    if (call.tensors[i].runtime_dim < 0) continue;
+    call.key.insert(call.key.end(), {kRuntimeSizes, static_cast<int64_t>(i), call.tensors[i].runtime_dim});
+  }
   return call;
 }
 

@@ -28,6 +28,9 @@ struct TensorRef {
   int scalar = -1;   // CPU scalars: index into OpCall::scalars
   bool has_offset = false;
   program::Access access = program::Access::Whole;
+  // A runtime size (runtime_sizes.h): dim `runtime_dim` holds scalars[runtime_length] rows.
+  int runtime_dim = -1;
+  int runtime_length = -1;
 };
 
 struct StorageRef {
@@ -42,6 +45,7 @@ struct ScalarRef {
   c10::Scalar value;
   bool from_cpu_tensor = false;  // a CPU 0-d tensor (takes part in promotion as a tensor)
   c10::ScalarType tensor_dtype = c10::kFloat;
+  bool runtime_size = false;  // a tensor's runtime size (runtime_sizes.h): no part in promotion
 };
 
 // Where one schema argument's values are.

@@ -85,7 +85,7 @@ DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
       any = true;
     }
     for (const ScalarRef& s : call.scalars) {
-      if (s.from_cpu_tensor) continue;  // counted above as a tensor
+      if (s.from_cpu_tensor || s.runtime_size) continue;  // a tensor above / not an operand
       state = at::native::update_result_type_state(s.value, state);
       any = true;
     }

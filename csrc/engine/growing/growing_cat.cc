@@ -76,22 +76,47 @@ at::Tensor append(const std::vector<at::Tensor>& ts, int64_t dim) {
   return as_padded_prefix(grown, dim, length + added);
 }
 
+// cat([empty, x], dim) with x a padded prefix along dim: a DynamicCache's first update of a
+// layer (its keys start as the legacy empty tensor). The result is x's copy, padded like x, so
+// the cache grows from the prompt's bucket and attention over it runs over that bucket.
+std::optional<at::Tensor> first_update_of_padded(const std::vector<at::Tensor>& ts, int64_t dim) {
+  const at::Tensor* only = nullptr;
+  for (const at::Tensor& t : ts) {
+    if (t.defined() && t.dim() == 1 && t.numel() == 0) continue;  // legacy empty operands
+    if (only != nullptr) return std::nullopt;
+    only = &t;
+  }
+  if (only == nullptr || !only->is_privateuseone()) return std::nullopt;
+  std::optional<Spare> s = spare_rows(*only);
+  if (!s || (dim != s->dim && dim != s->dim - only->dim())) return std::nullopt;
+  at::Tensor whole = whole_capacity(*only, s->dim, s->capacity).clone(at::MemoryFormat::Contiguous);
+  return as_padded_prefix(whole, s->dim, s->length);
+}
+
 void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   if (growing_dims_enabled()) {
     const c10::IValue& list = (*stack)[stack->size() - 2];
     std::vector<at::Tensor> ts = list.isTensorList() ? list.toTensorVector() : std::vector<at::Tensor>{};
     int64_t rank = !ts.empty() && ts[0].defined() ? ts[0].dim() : 0;
     int64_t dim = (*stack)[stack->size() - 1].toInt();
+    if (std::optional<at::Tensor> first = first_update_of_padded(ts, dim)) {
+      torch::jit::drop(*stack, 2);
+      torch::jit::push(*stack, std::move(*first));
+      return;
+    }
     if (dim < 0) dim += rank;
     // Out-of-range dims and the legacy empty operands take the rule's path and its errors.
     if (rank > 0 && dim >= 0 && dim < rank) {
-      if (is_append(ts, dim)) {
-        if (padded_capacity(ts[0], dim) || appended_before(ts[0], dim) || small_first_append(ts, dim)) {
-          at::Tensor result = append(ts, dim);
-          torch::jit::drop(*stack, 2);
-          torch::jit::push(*stack, std::move(result));
-          return;
-        }
+      bool append_shaped = is_append(ts, dim);
+      if (append_shaped && (padded_capacity(ts[0], dim) || appended_before(ts[0], dim) || small_first_append(ts, dim))) {
+        at::Tensor result = append(ts, dim);
+        torch::jit::drop(*stack, 2);
+        torch::jit::push(*stack, std::move(result));
+        return;
+      }
+      // Padded operands joined along another dim (RoPE's halves of a prompt's q and k).
+      if (runs_over_capacity(op, stack)) return;
+      if (append_shaped) {
         // An ordinary cat; its result remembers the append so that a next one pads.
         boxed_kernel(op, ks, stack);
         storage_buffer(stack->back().toTensor()).appended_along = static_cast<int8_t>(dim + 1);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,27 @@
 #include "engine/device/storage.h"
 
 namespace tpu::engine {
+
+namespace {
+// Whether `t`'s strides are those of the dense tensor of its sizes with `capacity` rows along
+// `dim`, in some order of the dims (a transposed or permuted view of a padded result: q, k and
+// v of attention are [B, L, H, D] results viewed as [B, H, L, D]). Size-1 dims are skipped; `dim`
+// must have more than one row, its stride deciding where it sits.
+bool dense_with_capacity_in_some_order(const at::Tensor& t, int64_t dim, int64_t capacity) {
+  if (t.size(dim) == 1) return false;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) != 1) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (t.stride(*it) != expected) return false;
+    expected *= *it == dim ? capacity : t.size(*it);
+  }
+  return true;
+}
+}  // namespace
 
 std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim) {
   if (!t.defined() || !t.is_privateuseone() || t.dim() == 0 || t.storage_offset() != 0 || t.numel() == 0) {
@@ -23,12 +45,14 @@ std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim) {
   int64_t capacity = storage_elems / others;
   if (capacity < rows) return std::nullopt;
   int64_t expected = 1;
-  for (int64_t i = t.dim() - 1; i >= 0; --i) {
+  bool row_major = true;
+  for (int64_t i = t.dim() - 1; i >= 0 && row_major; --i) {
     int64_t extent = i == dim ? capacity : t.size(i);
-    if (t.size(i) != 1 && t.stride(i) != expected) return std::nullopt;
+    row_major = t.size(i) == 1 || t.stride(i) == expected;
     expected *= extent;
   }
-  return capacity;
+  if (row_major || dense_with_capacity_in_some_order(t, dim, capacity)) return capacity;
+  return std::nullopt;
 }
 
 void mark_growable(const at::Tensor& t) { storage_buffer(t).growable = true; }
@@ -36,14 +60,42 @@ void mark_growable(const at::Tensor& t) { storage_buffer(t).growable = true; }
 at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
   std::vector<int64_t> sizes = t.sizes().vec();
   sizes[dim] = capacity;
-  std::vector<int64_t> strides(sizes.size());
-  int64_t s = 1;
-  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= sizes[i];
+  // A row-major prefix at offset 0 (the only kind whose growing dim can have one row: its stride
+  // then says nothing) gets the capacity's row-major strides; any other keeps its strides and
+  // offset (a permuted view, or a view of part of a padded storage).
+  std::vector<int64_t> strides = t.strides().vec();
+  if (t.storage_offset() == 0 && (t.size(dim) == 1 || !dense_with_capacity_in_some_order(t, dim, capacity))) {
+    const StorageBuffer& s = storage_buffer(t);
+    bool part_of_padded = t.size(dim) > 1 && s.padded_stride == t.stride(dim) && s.padded_capacity == capacity;
+    if (!part_of_padded) {
+      int64_t st = 1;
+      for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+        strides[i] = st;
+        st *= sizes[i];
+      }
+    }
   }
-  return t.as_strided(sizes, strides, 0);
+  return t.as_strided(sizes, strides, t.storage_offset());
 }
+
+namespace {
+// A view of part of a padded storage (x[..., 8:] of a padded [B, C, 16], or its transpose): the
+// dim that walks the storage's growing axis from its first row, with fewer rows than the
+// capacity. The view's other dims stay inside the storage's other dims, so the rows past its
+// size along that dim are the storage's spare rows.
+std::optional<Spare> prefix_of_padded_storage(const at::Tensor& t) {
+  const StorageBuffer& s = storage_buffer(t);
+  if (s.padded_stride <= 0 || s.padded_capacity <= 0 || t.numel() == 0) return std::nullopt;
+  if ((t.storage_offset() / s.padded_stride) % s.padded_capacity != 0) return std::nullopt;  // not from row 0
+  std::optional<Spare> found;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) != s.padded_stride || t.size(d) <= 1 || t.size(d) >= s.padded_capacity) continue;
+    if (found) return std::nullopt;  // ambiguous
+    found = Spare{d, s.padded_capacity, t.size(d)};
+  }
+  return found;
+}
+}  // namespace
 
 std::optional<Spare> spare_rows(const at::Tensor& t) {
   if (!growing_dims_enabled() || !t.defined() || !t.is_privateuseone() || t.is_conj() || t.is_neg() ||
@@ -59,6 +111,7 @@ std::optional<Spare> spare_rows(const at::Tensor& t) {
     if (found && t.size(found->dim) != 1) return std::nullopt;  // ambiguous: leave it to the rule
     found = Spare{d, *capacity, t.size(d)};
   }
+  if (!found) found = prefix_of_padded_storage(t);
   return found;
 }
 
@@ -88,6 +141,11 @@ at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, cons
 
 at::Tensor as_padded_prefix(const at::Tensor& whole, int64_t dim, int64_t length) {
   mark_growable(whole);
+  if (whole.storage_offset() == 0 && static_cast<size_t>(whole.numel() * whole.element_size()) == whole.storage().nbytes()) {
+    StorageBuffer& s = storage_buffer(whole);
+    s.padded_stride = whole.stride(dim);
+    s.padded_capacity = whole.size(dim);
+  }
   note_grown(whole, length, whole.size(dim));
   std::vector<int64_t> sizes = whole.sizes().vec();
   sizes[dim] = length;

@@ -71,6 +71,22 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
 bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// bucketed_ops.cc: the op's rule over every padded operand's whole capacity, the length a
+// runtime size that XLA masks with; for the ops takes_bucketed_path lists.
+bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool takes_bucketed_path(const c10::OperatorName& name);
+
+// The bucket a host-to-device copy into `dst` uploads into, or nullopt: a fresh tensor (its
+// storage unshared) of token ids, int64 [batch, length] with length >= 2, is uploaded as a
+// padded prefix of capacity_for(length) columns (bucketed_uploads.cc; TORCH_TPU_BUCKETING=0:
+// never).
+std::optional<int64_t> upload_bucket(const at::Tensor& dst);
+// Lengths of live bucketed uploads: an arange of such a length (cache_position) is made over the
+// same bucket.
+void note_bucketed_length(int64_t length, int64_t capacity);
+std::optional<int64_t> capacity_of_bucketed_length(int64_t length);
+bool bucketing_enabled();
+
 // Whether pointwise_over_capacity may take calls of `op`: functional pointwise ops with one
 // tensor result, no generator, no memory format (clone(contiguous) must stay contiguous).
 bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag);

@@ -121,6 +121,8 @@ bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stac
   bool follows_shorter = seen_arange_length(out.numel() - 1);
   note_arange_length(out.numel());
   std::optional<int64_t> capacity = follows_shorter ? capacity_of_grown_length(out.numel()) : std::nullopt;
+  // A prompt's positions (cache_position = arange(past, past + length)) share its bucket.
+  if (!capacity && bucketing_enabled()) capacity = capacity_of_bucketed_length(out.numel());
   if (!capacity) return false;
   // The same start and step over the whole capacity (integer steps: the rows past the length
   // continue the sequence), then `out` becomes the padded prefix of that storage.

@@ -1,0 +1,250 @@
+// Ops over a padded prefix's whole capacity with its length a runtime size (issue 27).
+//
+// A padded prefix (growing_dims.h: a prompt's input_ids uploaded into a bucket, everything
+// computed from them, a KV cache) used to be read by most ops as an exact-size view, so every
+// new length compiled the op again. Here the op's own rule runs over the capacity instead, with
+// the operand's dim marked as holding `length` rows (runtime_sizes.h -> hlo::with_runtime_size):
+// XLA's dynamic padder masks the rows past the length in every reduction and contraction over
+// the dim, whatever they hold, so the values are exact and the module depends on the bucket
+// only. Which result dims carry the padding is read from PyTorch's own meta kernels, run at the
+// true sizes and at the capacity: a result dim that is the length in one and the capacity in the
+// other becomes a padded prefix again; any other difference (a reshape that mixes the dim into
+// another) leaves the call to the exact path.
+//
+// Only ops whose rules are exact under the padder are taken: contractions, reductions built on
+// stablehlo.reduce, softmax, cumulative sums, row-wise gathers of padded indices, and the ops
+// that divide by a count (mean, var, norms) only where the padded dim is not reduced (their
+// rules divide by the static extent). Never in-place or out= ops, RNG, sort or flips.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/device/storage.h"
+#include "engine/eager/boxed_kernel.h"
+#include "engine/eager/runtime_sizes.h"
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+namespace {
+
+enum class Bucketing {
+  Exact,         // the rule is exact under the padder wherever the padded dim goes
+  KeepsDim,      // exact only while the padded dim survives in every result (counts)
+  IndicesOnly,   // a gather: only its index operand may be padded
+  Contiguous,    // clone(memory_format=contiguous): only where a padded prefix is contiguous
+};
+
+const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
+  static const std::unordered_map<std::string, Bucketing> ops = {
+      {"mm", Bucketing::Exact},
+      {"bmm", Bucketing::Exact},
+      {"addmm", Bucketing::Exact},
+      {"baddbmm", Bucketing::Exact},
+      {"mv", Bucketing::Exact},
+      {"_scaled_dot_product_flash_attention_for_cpu", Bucketing::Exact},
+      {"sum.dim_IntList", Bucketing::Exact},
+      {"amax", Bucketing::Exact},
+      {"amin", Bucketing::Exact},
+      {"max.dim", Bucketing::Exact},
+      {"min.dim", Bucketing::Exact},
+      {"any.dim", Bucketing::Exact},
+      {"any.dims", Bucketing::Exact},
+      {"all.dim", Bucketing::Exact},
+      {"all.dims", Bucketing::Exact},
+      {"logsumexp", Bucketing::Exact},
+      {"_softmax", Bucketing::Exact},
+      {"_log_softmax", Bucketing::Exact},
+      {"cumsum", Bucketing::Exact},
+      {"cat", Bucketing::Exact},
+      {"mean.dim", Bucketing::KeepsDim},
+      {"var.correction", Bucketing::KeepsDim},
+      {"std.correction", Bucketing::KeepsDim},
+      {"var_mean.correction", Bucketing::KeepsDim},
+      {"std_mean.correction", Bucketing::KeepsDim},
+      {"native_layer_norm", Bucketing::KeepsDim},
+      {"linalg_vector_norm", Bucketing::KeepsDim},
+      {"clone", Bucketing::Contiguous},
+      {"embedding", Bucketing::IndicesOnly},
+      {"index_select", Bucketing::IndicesOnly},
+  };
+  return ops;
+}
+
+std::string full_name(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  return name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+}
+
+// Where a padded operand sits on the stack.
+struct Padded {
+  size_t slot;
+  int elem;  // list element, -1 for a tensor argument
+  Spare spare;
+};
+
+// Calls f(tensor, stack slot, list element or -1) for every defined tensor argument from
+// `first` on; where f returns true the (changed) tensor replaces the argument. A list is
+// replaced by a new list, never changed in place (the caller may hold it).
+template <typename F>
+void for_each_tensor(torch::jit::Stack& stack, size_t first, F&& f) {
+  for (size_t i = first; i < stack.size(); ++i) {
+    c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      at::Tensor t = v.toTensor();
+      if (t.defined() && f(t, i, -1)) v = t;
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> copy;
+      bool changed = false;
+      for (size_t e = 0; e < list.size(); ++e) {
+        at::Tensor t = list.get(e);
+        changed |= t.defined() && f(t, i, static_cast<int>(e));
+        copy.push_back(t);
+      }
+      if (changed) v = copy;
+    }
+  }
+}
+
+// The results' sizes from PyTorch's meta kernel, with each tpu tensor argument replaced by a
+// meta tensor of its sizes and strides (padded ones by their whole capacity when `capacity`).
+std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::OperatorHandle& op,
+                                                                    const torch::jit::Stack& stack, size_t first,
+                                                                    const std::vector<Padded>& padded,
+                                                                    bool capacity) {
+  torch::jit::Stack meta(stack.begin() + first, stack.end());
+  for_each_tensor(meta, 0, [&](at::Tensor& t, size_t slot, int elem) {
+    if (!t.is_privateuseone()) return false;
+    at::Tensor source = t;
+    for (const Padded& p : padded) {
+      if (capacity && p.slot == first + slot && p.elem == elem) source = whole_capacity(t, p.spare.dim, p.spare.capacity);
+    }
+    t = at::empty_strided(source.sizes(), source.strides(), source.options().device(c10::kMeta));
+    return true;
+  });
+  try {
+    op.callBoxed(meta);
+  } catch (const c10::Error&) {
+    return std::nullopt;  // no meta kernel, or the call is invalid: the exact path says why
+  }
+  std::vector<std::vector<int64_t>> sizes;
+  for (const c10::IValue& v : meta) {
+    if (!v.isTensor()) return std::nullopt;
+    sizes.push_back(v.toTensor().sizes().vec());
+  }
+  return sizes;
+}
+
+std::mutex g_refused_mu;
+std::unordered_set<std::string> g_refused;
+
+void refuse_bucketing(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(g_refused_mu);
+  g_refused.insert(full_name(op));
+}
+
+bool refused(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_refused_mu);
+  return g_refused.count(name) != 0;
+}
+
+}  // namespace
+
+bool takes_bucketed_path(const c10::OperatorName& name) {
+  std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  return bucketed_ops().count(full) != 0;
+}
+
+bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!growing_dims_enabled() || op.schema().is_mutable()) return false;
+  size_t num_args = op.schema().arguments().size();
+  size_t first = stack->size() - num_args;
+  std::vector<Padded> padded;
+  for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
+    if (t.is_privateuseone() && storage_buffer(t).growable) {
+      if (std::optional<Spare> s = spare_rows(t)) padded.push_back({slot, elem, *s});
+    }
+    return false;
+  });
+  if (padded.empty()) return false;
+  // One length and capacity for the call (q and k of one attention); others take the exact path.
+  for (const Padded& p : padded) {
+    if (p.spare.length != padded[0].spare.length || p.spare.capacity != padded[0].spare.capacity) return false;
+  }
+  const int64_t length = padded[0].spare.length, capacity = padded[0].spare.capacity;
+  const std::string name = full_name(op);
+  if (refused(name)) return false;
+  Bucketing kind = bucketed_ops().at(name);
+  if (kind == Bucketing::IndicesOnly) {
+    // embedding(weight, indices), index_select(self, dim, index): the gathered rows' operand is
+    // never padded (an index past the length must raise, not read a spare row).
+    size_t source = first;
+    for (const Padded& p : padded) {
+      if (p.slot == source) return false;
+    }
+  }
+  if (kind == Bucketing::Contiguous) {
+    const c10::IValue& format = (*stack)[first + 1];
+    if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
+  }
+  auto exact = meta_result_sizes(op, *stack, first, padded, false);
+  auto over = exact ? meta_result_sizes(op, *stack, first, padded, true) : std::nullopt;
+  if (!over || over->size() != exact->size()) return false;
+  // Per result: the dim that carries the padding, or -1 when the result has none.
+  std::vector<int64_t> result_dims;
+  for (size_t r = 0; r < exact->size(); ++r) {
+    const auto& e = (*exact)[r];
+    const auto& c = (*over)[r];
+    if (e.size() != c.size()) return false;
+    int64_t dim = -1;
+    for (size_t d = 0; d < e.size(); ++d) {
+      if (e[d] == c[d]) continue;
+      if (dim >= 0 || e[d] != length || c[d] != capacity) return false;  // not a padded prefix
+      dim = static_cast<int64_t>(d);
+    }
+    if (dim < 0 && kind == Bucketing::KeepsDim) return false;  // a count over the padded dim
+    // A contiguous result (reshape's copy of attention's transposed output) can be a padded
+    // prefix only with nothing but size-1 dims before the padded one (a batch of one).
+    if (kind == Bucketing::Contiguous && (dim < 0 || std::any_of(e.begin(), e.begin() + dim, [](int64_t x) { return x != 1; }))) {
+      return false;
+    }
+    result_dims.push_back(dim);
+  }
+  // Run the rule over the whole capacities, each padded dim holding `length` rows at runtime.
+  std::vector<c10::IValue> arguments(stack->begin() + first, stack->end());
+  std::vector<RuntimeSize> sizes;
+  std::vector<at::Tensor> keep_alive;
+  for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
+    for (const Padded& p : padded) {
+      if (p.slot != slot || p.elem != elem) continue;
+      t = whole_capacity(t, p.spare.dim, capacity);
+      keep_alive.push_back(t);
+      sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+      return true;
+    }
+    return false;
+  });
+  try {
+    RuntimeSizeScope scope(std::move(sizes));
+    run_op(op, stack);
+  } catch (const c10::Error&) {
+    // A module the compiler's dynamic padder cannot take (none known): this op keeps the exact
+    // path from now on, and this call takes it too (its own errors are raised there).
+    refuse_bucketing(op);
+    stack->resize(first);
+    stack->insert(stack->end(), arguments.begin(), arguments.end());
+    return false;
+  }
+  size_t results = result_dims.size();
+  for (size_t r = 0; r < results; ++r) {
+    c10::IValue& v = (*stack)[stack->size() - results + r];
+    if (result_dims[r] >= 0) v = as_padded_prefix(v.toTensor(), result_dims[r], length);
+  }
+  return true;
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,62 @@
+// Which host-to-device copies land in a bucket (growing_dims.h, upload_bucket), and the lengths
+// they carry.
+//
+// generate() and a model's forward meet a prompt first as its token ids: `input_ids` and
+// `attention_mask`, int64 [batch, length], copied from the tokenizer's CPU tensors. Uploaded
+// into a padded prefix of a bucket's columns, every op computed from them runs over the bucket
+// (bucketed_ops.cc, growing_pointwise.cc) and a new prompt length compiles nothing while it falls
+// into a bucket already seen. Only fresh tensors (the result of .to("tpu")) are bucketed: a copy_
+// into an existing tensor keeps that tensor's storage, which others may share.
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+
+bool bucketing_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCH_TPU_BUCKETING");
+    return growing_dims_enabled() && (v == nullptr || std::strcmp(v, "0") != 0);
+  }();
+  return enabled;
+}
+
+std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
+  if (!bucketing_enabled() || dst.scalar_type() != at::kLong || dst.dim() != 2 || dst.size(1) < 2 ||
+      dst.storage_offset() != 0 || !dst.is_contiguous() || dst.storage().use_count() != 1 ||
+      dst.numel() * dst.element_size() != static_cast<int64_t>(dst.storage().nbytes())) {
+    return std::nullopt;
+  }
+  int64_t capacity = capacity_for(dst.size(1));
+  if (capacity == dst.size(1)) return std::nullopt;  // already a bucket's length
+  return capacity;
+}
+
+namespace {
+struct Bucketed {
+  int64_t length = 0, capacity = 0;
+};
+std::mutex g_mu;
+std::array<Bucketed, 16> g_lengths;  // the latest bucketed uploads
+size_t g_next = 0;
+}  // namespace
+
+void note_bucketed_length(int64_t length, int64_t capacity) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_lengths[g_next++ % g_lengths.size()] = {length, capacity};
+}
+
+std::optional<int64_t> capacity_of_bucketed_length(int64_t length) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const Bucketed& b : g_lengths) {
+    if (b.length == length && b.capacity > length) return b.capacity;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tpu::engine
