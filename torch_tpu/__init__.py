@@ -42,6 +42,7 @@ _REGISTERED_OPS = _C._register_kernels()
 from . import _meta_kernels  # noqa: E402,F401  (ops with a rule but no upstream Meta kernel)
 
 from . import metrics  # noqa: E402,F401
+from .dynamism import mark_dynamic  # noqa: E402,F401
 from . import distributed  # noqa: E402
 
 distributed.register()  # c10d backends "tpu" and "tpu_dist" (docs/parallel.md)

@@ -231,3 +231,10 @@ def set_stream(stream: torch.Stream) -> None:
 def stream(s: torch.Stream | None):
     with device(s.device if s is not None else None):
         yield s
+
+
+def no_new_compiles():
+    """`with torch.tpu.no_new_compiles():` raises torch_tpu.dynamism.NewCompileError at the end of
+    the block if anything compiled in it, naming what recompiled and why (docs/bucketing.md)."""
+    from .dynamism import no_new_compiles as _no_new_compiles
+    return _no_new_compiles()

@@ -55,6 +55,7 @@ def report() -> str:
         lines.append(f"  recompiles             {sum(recompiles.values())} (an op compiled again; top reasons)")
         for reason, n in sorted(recompiles.items(), key=lambda kv: -kv[1])[:10]:
             lines.append(f"    {n:>5}  {reason}")
+    lines += bucket_lines(_C._bucket_stats())
     compile_stats = sys.modules.get("torch_tpu.compile.stats")  # loaded only once torch.compile ran
     if compile_stats is not None:
         lines += compile_stats.report_lines()
@@ -65,6 +66,23 @@ def report() -> str:
         for op, n in top:
             lines.append(f"    {op:<40} {n}")
     return "\n".join(lines)
+
+
+def buckets() -> dict:
+    """Per bucket capacity: ops run over it, the compiles they caused, and the padding's share of
+    the rows they computed (docs/bucketing.md)."""
+    return {c: dict(b, padding=1 - b["rows"] / b["capacity_rows"]) for c, b in _C._bucket_stats().items()}
+
+
+def bucket_lines(stats: dict) -> list:
+    if not stats:
+        return []
+    lines = ["  bucketed ops (run over a capacity, the length a runtime size)"]
+    for capacity, b in sorted(stats.items()):
+        padding = 1 - b["rows"] / b["capacity_rows"]
+        lines.append(f"    capacity {capacity:<6} {b['calls']} calls, {b['compiles']} compiles, "
+                     f"padding {padding:.0%} of the rows computed")
+    return lines
 
 
 def aot_lines(a: dict) -> list:

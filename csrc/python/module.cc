@@ -5,6 +5,7 @@
 #include "engine/device/allocator.h"
 #include "engine/compile/aot_check.h"
 #include "engine/eager/boxed_kernel.h"
+#include "engine/growing/growing_dims.h"
 #include "engine/compile/executable_cache.h"
 #include "engine/device/generator.h"
 #include "engine/device/guard.h"
@@ -91,6 +92,19 @@ PYBIND11_MODULE(_C, m) {
     d["cache_dir"] = cache_directory();
     return d;
   });
+  m.def("_bucket_stats", []() {
+    py::dict d;
+    for (const auto& [capacity, b] : bucket_stats()) {
+      py::dict e;
+      e["calls"] = b.calls;
+      e["compiles"] = b.compiles;
+      e["rows"] = b.rows;
+      e["capacity_rows"] = b.capacity_rows;
+      d[py::int_(capacity)] = e;
+    }
+    return d;
+  });
+  m.def("_mark_dynamic", &mark_dynamic);
   m.def("_fallback_counts", &fallback_counts);
   m.def("_fallback_counts_since_start", &fallback_counts_since_start);
   m.def("_op_counts", &plan_run_counts);
@@ -101,7 +115,10 @@ PYBIND11_MODULE(_C, m) {
     StorageBuffer& s = storage_buffer(t);
     return s.state() == StorageState::Unwritten ? std::vector<int64_t>{} : s.dims;
   });
-  m.def("_reset_metrics", &reset_metrics);
+  m.def("_reset_metrics", []() {
+    reset_metrics();
+    reset_bucket_stats();
+  });
   m.def("_cache_dir", &cache_directory);
   m.def("_plugin_fingerprint", []() { return py::bytes(runtime().plugin_fingerprint()); });
   // The disk-cache file that holds `key` (bytes: fingerprint, options, module) under `dir`.

@@ -18,11 +18,13 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/compile/metrics.h"
 #include "engine/device/storage.h"
 #include "engine/eager/boxed_kernel.h"
 #include "engine/eager/runtime_sizes.h"
@@ -59,6 +61,7 @@ const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
       {"_softmax", Bucketing::Exact},
       {"_log_softmax", Bucketing::Exact},
       {"cumsum", Bucketing::Exact},
+      {"prod.dim_int", Bucketing::Exact},
       {"cat", Bucketing::Exact},
       {"mean.dim", Bucketing::KeepsDim},
       {"var.correction", Bucketing::KeepsDim},
@@ -128,8 +131,10 @@ std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::Op
   });
   try {
     op.callBoxed(meta);
-  } catch (const c10::Error&) {
-    return std::nullopt;  // no meta kernel, or the call is invalid: the exact path says why
+  } catch (const std::exception&) {
+    // No meta kernel, an invalid call (the exact path raises its error), or shapes that only
+    // agree at the true sizes (a padded operand contracted with an exact one).
+    return std::nullopt;
   }
   std::vector<std::vector<int64_t>> sizes;
   for (const c10::IValue& v : meta) {
@@ -138,6 +143,9 @@ std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::Op
   }
   return sizes;
 }
+
+std::mutex g_stats_mu;
+std::map<int64_t, BucketStats> g_stats;  // by capacity
 
 std::mutex g_refused_mu;
 std::unordered_set<std::string> g_refused;
@@ -153,6 +161,36 @@ bool refused(const std::string& name) {
 }
 
 }  // namespace
+
+std::map<int64_t, BucketStats> bucket_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  return g_stats;
+}
+
+void reset_bucket_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  g_stats.clear();
+}
+
+void mark_dynamic(const at::Tensor& t, int64_t dim) {
+  TORCH_CHECK(t.is_privateuseone(), "mark_dynamic: expected a tpu tensor, got one on ", t.device());
+  TORCH_CHECK(dim >= 0 && dim < t.dim(), "mark_dynamic: dim ", dim, " is out of range for a tensor of shape ", t.sizes());
+  TORCH_CHECK(!t.is_conj() && !t.is_neg(), "mark_dynamic: resolve the conjugate/negative view first");
+  TORCH_CHECK(t.is_contiguous() && t.storage_offset() == 0 && t.storage().use_count() == 1 &&
+                  static_cast<size_t>(t.numel() * t.element_size()) == t.storage().nbytes(),
+              "mark_dynamic: the tensor must own its storage, contiguous (shape ", t.sizes(), ", strides ", t.strides(),
+              "): mark a fresh tensor, e.g. right after .to(\"tpu\") or .contiguous(), not a view");
+  if (!bucketing_enabled() || t.numel() == 0) return;
+  int64_t length = t.size(dim), capacity = capacity_for(length);
+  if (capacity == length) return;  // a bucket's own length: nothing to pad
+  std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd pads the last dim first
+  pad[2 * (t.dim() - 1 - dim) + 1] = capacity - length;
+  at::Tensor whole = at::constant_pad_nd(t, pad, 0).contiguous();
+  std::vector<int64_t> sizes = t.sizes().vec();
+  t.unsafeGetTensorImpl()->set_storage_keep_dtype(whole.storage());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, whole.strides(), 0);
+  as_padded_prefix(whole, dim, length);
+}
 
 bool takes_bucketed_path(const c10::OperatorName& name) {
   std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
@@ -228,6 +266,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     }
     return false;
   });
+  int64_t compiles_before = metrics().compiles.load();
   try {
     RuntimeSizeScope scope(std::move(sizes));
     run_op(op, stack);
@@ -238,6 +277,14 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     stack->resize(first);
     stack->insert(stack->end(), arguments.begin(), arguments.end());
     return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mu);
+    BucketStats& b = g_stats[capacity];
+    b.calls += 1;
+    b.compiles += metrics().compiles.load() - compiles_before;
+    b.rows += length;
+    b.capacity_rows += capacity;
   }
   size_t results = result_dims.size();
   for (size_t r = 0; r < results; ++r) {

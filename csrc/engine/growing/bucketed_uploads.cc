@@ -6,7 +6,10 @@
 // into a padded prefix of a bucket's columns, every op computed from them runs over the bucket
 // (bucketed_ops.cc, growing_pointwise.cc) and a new prompt length compiles nothing while it falls
 // into a bucket already seen. Only fresh tensors (the result of .to("tpu")) are bucketed: a copy_
-// into an existing tensor keeps that tensor's storage, which others may share.
+// into an existing tensor keeps that tensor's storage, which others may share. Only a batch of
+// one: its padded prefix [1, L] of [1, C] is still contiguous (strides [C, 1]), as PyTorch
+// promises for a copy, and so are the results computed from it; a batch of several would be a
+// non-contiguous tensor, and generate() clones its ids into a contiguous tensor at once.
 #include <ATen/ATen.h>
 
 #include <array>
@@ -27,7 +30,7 @@ bool bucketing_enabled() {
 }
 
 std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
-  if (!bucketing_enabled() || dst.scalar_type() != at::kLong || dst.dim() != 2 || dst.size(1) < 2 ||
+  if (!bucketing_enabled() || dst.scalar_type() != at::kLong || dst.dim() != 2 || dst.size(0) != 1 || dst.size(1) < 2 ||
       dst.storage_offset() != 0 || !dst.is_contiguous() || dst.storage().use_count() != 1 ||
       dst.numel() * dst.element_size() != static_cast<int64_t>(dst.storage().nbytes())) {
     return std::nullopt;

@@ -16,6 +16,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <map>
 #include <optional>
 
 namespace tpu::engine {
@@ -76,8 +77,20 @@ bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stac
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool takes_bucketed_path(const c10::OperatorName& name);
 
+// Per capacity: calls run over it, the compiles they caused, and the rows they held (true rows
+// and capacity rows: the padding's share is 1 - rows / capacity_rows).
+struct BucketStats {
+  int64_t calls = 0, compiles = 0, rows = 0, capacity_rows = 0;
+};
+std::map<int64_t, BucketStats> bucket_stats();
+void reset_bucket_stats();
+
+// torch_tpu.mark_dynamic: moves `t` (a tpu tensor that owns its storage) into a padded prefix
+// of capacity_for(t.size(dim)) rows along `dim`, so ops on it run over the bucket.
+void mark_dynamic(const at::Tensor& t, int64_t dim);
+
 // The bucket a host-to-device copy into `dst` uploads into, or nullopt: a fresh tensor (its
-// storage unshared) of token ids, int64 [batch, length] with length >= 2, is uploaded as a
+// storage unshared) of token ids, int64 [1, length] with length >= 2, is uploaded as a
 // padded prefix of capacity_for(length) columns (bucketed_uploads.cc; TORCH_TPU_BUCKETING=0:
 // never).
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);
