@@ -192,3 +192,21 @@ def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(famil
     # when it is reallocated (the exact path compiled ~55 per new length).
     limit = 0 if cache == "dynamic" else 8
     assert max(after_warm_up) <= limit, compiles
+
+
+def test_fine_buckets_policy():
+    code = r"""
+import torch, torch_tpu
+for length, bucket in ((2, 16), (17, 20), (65, 80), (100, 112), (129, 160), (300, 320), (512, 512)):
+    ids = torch.randint(8, 256, (1, length), generator=torch.Generator().manual_seed(length))
+    d = ids.to("tpu")
+    assert d.untyped_storage().nbytes() == bucket * 8, (length, d.untyped_storage().nbytes())
+    x, y = ids.float() / 64, d.float() / 64
+    torch.testing.assert_close(y.softmax(1).cpu(), x.softmax(1))
+    torch.testing.assert_close(y.cumsum(1).cpu(), x.cumsum(1))
+print("ok")
+"""
+    env = dict(os.environ, TORCH_TPU_BUCKETING="fine", TORCH_TPU_QUIET="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "ok"

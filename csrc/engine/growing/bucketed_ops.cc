@@ -181,7 +181,7 @@ void mark_dynamic(const at::Tensor& t, int64_t dim) {
               "mark_dynamic: the tensor must own its storage, contiguous (shape ", t.sizes(), ", strides ", t.strides(),
               "): mark a fresh tensor, e.g. right after .to(\"tpu\") or .contiguous(), not a view");
   if (!bucketing_enabled() || t.numel() == 0) return;
-  int64_t length = t.size(dim), capacity = capacity_for(length);
+  int64_t length = t.size(dim), capacity = bucket_for(length);
   if (capacity == length) return;  // a bucket's own length: nothing to pad
   std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd pads the last dim first
   pad[2 * (t.dim() - 1 - dim) + 1] = capacity - length;

@@ -21,12 +21,31 @@
 
 namespace tpu::engine {
 
-bool bucketing_enabled() {
-  static const bool enabled = [] {
+namespace {
+enum class Policy { Off, PowersOfTwo, Fine };
+
+Policy policy() {
+  static const Policy p = [] {
     const char* v = std::getenv("TORCH_TPU_BUCKETING");
-    return growing_dims_enabled() && (v == nullptr || std::strcmp(v, "0") != 0);
+    if (!growing_dims_enabled() || (v != nullptr && std::strcmp(v, "0") == 0)) return Policy::Off;
+    if (v != nullptr && std::strcmp(v, "fine") == 0) return Policy::Fine;
+    return Policy::PowersOfTwo;
   }();
-  return enabled;
+  return p;
+}
+}  // namespace
+
+bool bucketing_enabled() { return policy() != Policy::Off; }
+
+int64_t bucket_for(int64_t length) {
+  if (policy() != Policy::Fine) return capacity_for(length);
+  // Four buckets per doubling from 16 (5/8, 6/8, 7/8 and 8/8 of the next power of two): the
+  // padding is at most a quarter of the rows, for four times the buckets of powers of two.
+  if (length <= 16) return 16;
+  int64_t p = 16;
+  while (p < length) p *= 2;
+  int64_t step = p / 8;
+  return (length + step - 1) / step * step;
 }
 
 std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
@@ -35,7 +54,7 @@ std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
       dst.numel() * dst.element_size() != static_cast<int64_t>(dst.storage().nbytes())) {
     return std::nullopt;
   }
-  int64_t capacity = capacity_for(dst.size(1));
+  int64_t capacity = bucket_for(dst.size(1));
   if (capacity == dst.size(1)) return std::nullopt;  // already a bucket's length
   return capacity;
 }

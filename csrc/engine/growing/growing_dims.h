@@ -91,9 +91,12 @@ void mark_dynamic(const at::Tensor& t, int64_t dim);
 
 // The bucket a host-to-device copy into `dst` uploads into, or nullopt: a fresh tensor (its
 // storage unshared) of token ids, int64 [1, length] with length >= 2, is uploaded as a
-// padded prefix of capacity_for(length) columns (bucketed_uploads.cc; TORCH_TPU_BUCKETING=0:
+// padded prefix of bucket_for(length) columns (bucketed_uploads.cc; TORCH_TPU_BUCKETING=0:
 // never).
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);
+// The bucket of a size that varies (TORCH_TPU_BUCKETING): capacity_for(length) (powers of two
+// from 128, the default), or with `fine` four buckets per doubling from 16.
+int64_t bucket_for(int64_t length);
 // Lengths of live bucketed uploads: an arange of such a length (cache_position) is made over the
 // same bucket.
 void note_bucketed_length(int64_t length, int64_t capacity);

@@ -1,0 +1,141 @@
+"""Serving with prompts of random length: what bucketing (docs/bucketing.md) buys.
+
+Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick]). A Qwen3-architecture
+model (seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
+random prompt length (3..400 tokens, batch of one, greedy, 8 new tokens) in one fresh process with
+an empty executable cache, four ways: PyTorch CPU eager, `tpu` with bucketing (the default:
+powers of two from 128), with TORCH_TPU_BUCKETING=fine (four buckets per doubling from 16) and with
+TORCH_TPU_BUCKETING=0 (every new length compiles its own executables). Printed per way:
+requests/s over all 32 (compiles included, as a server would see them), over the last 16, and
+the compiles. A second table puts the cost of the padding itself: warm prefill of one prompt at
+lengths 65..512, bucketed vs exact, on XLA:CPU and in libtpu's v6e estimate (the AOT check).
+The `tpu` device here is XLA:CPU: its times say nothing about a TPU; the v6e column does.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+REQUESTS, NEW = 32, 8
+LENGTHS = (65, 100, 200, 300, 400, 512)
+
+CHILD = r"""
+import json, os, random, sys, time
+import torch, transformers
+import torch_tpu, torch_tpu.aot
+path, device, requests, new, lengths = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=device).eval()
+vocab = model.config.vocab_size
+rng = random.Random(0)
+def built():
+    s = torch_tpu._C._cache_stats(); return s["compiles"] + s["disk_hits"]
+def sync():
+    if device == "tpu": torch.tpu.synchronize()
+times, compiles, outputs = [], [], []
+for i in range(requests):
+    n = rng.randint(3, 400)
+    ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(i))
+    before = built(); start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device),
+                             max_new_tokens=new, min_new_tokens=new, do_sample=False)
+    outputs.append(out.cpu()[0, -new:].tolist())
+    times.append(time.perf_counter() - start); compiles.append(built() - before)
+prefill = {}
+for n in lengths:
+    ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(n))
+    run = lambda: model(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device)).logits[:, -1].cpu()
+    with torch.no_grad():
+        run(); sync()
+        before = torch_tpu.aot.stats()
+        best = min((lambda s: (run(), sync(), time.perf_counter() - s)[-1])(time.perf_counter()) for _ in range(5))
+        after = torch_tpu.aot.stats()
+    v6e = None
+    if device == "tpu" and after["topology"] and not after["error"]:
+        v6e = torch_tpu.aot.between(before, after)["seconds"] / 5 * 1e6
+    prefill[n] = dict(seconds=best, v6e=v6e)
+print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs, prefill=prefill)))
+"""
+
+
+def run(path, device, bucketing, quick):
+    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing)
+    if device == "tpu" and importlib.util.find_spec("libtpu"):
+        env.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
+    requests = 12 if quick else REQUESTS
+    out = subprocess.run([sys.executable, "-c", CHILD, path, device, str(requests), str(NEW), json.dumps(LENGTHS)],
+                         env=env, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{device} (bucketing {bucketing}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bucket_of(length, policy):
+    """The engine's buckets (csrc/engine/growing/bucketed_uploads.cc, bucket_for)."""
+    if policy == "pow2":
+        return max(128, 1 << (length - 1).bit_length())
+    if length <= 16:
+        return 16
+    p = 1 << (length - 1).bit_length()
+    step = p // 8
+    return -(-length // step) * step
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="12 requests instead of 32")
+    args = parser.parse_args()
+    import torch
+    import transformers
+    config = transformers.Qwen3Config(vocab_size=16000, hidden_size=256, intermediate_size=768, num_hidden_layers=6,
+                                      num_attention_heads=4, num_key_value_heads=1, head_dim=64,
+                                      max_position_embeddings=1024)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    params = sum(p.numel() for p in model.parameters()) / 1e6
+    with tempfile.TemporaryDirectory() as path:
+        model.save_pretrained(path)
+        results = {"PyTorch CPU eager": run(path, "cpu", "pow2", args.quick),
+                   "tpu, bucketed": run(path, "tpu", "pow2", args.quick),
+                   "tpu, fine buckets": run(path, "tpu", "fine", args.quick),
+                   "tpu, exact shapes": run(path, "tpu", "0", args.quick)}
+    cpu = results["PyTorch CPU eager"]
+    n = len(cpu["times"])
+    print(f"torch-tpu serving benchmark — qwen3 ~{params:.0f}M, {n} requests of random prompt length (3..400), "
+          f"batch 1, {NEW} new tokens, fresh process, empty executable cache")
+    header = f"{'way':<20} {'req/s all':>9} {'req/s last half':>15} {'compiles':>8} {'last half':>9} {'same tokens':>11}"
+    print(header)
+    print("-" * len(header))
+    for name, r in results.items():
+        half = n // 2
+        same = r["outputs"] == cpu["outputs"]
+        print(f"{name:<20} {n / sum(r['times']):>9.2f} {half / sum(r['times'][half:]):>15.2f} "
+              f"{sum(r['compiles']):>8} {sum(r['compiles'][half:]):>9} {str(same):>11}")
+    print()
+    header = (f"{'buckets':<8} {'prompt':>6} {'bucket':>6} {'bucketed ms':>11} {'exact ms':>8} {'ratio':>6} "
+              f"{'v6e bucketed us':>15} {'v6e exact us':>12} {'v6e ratio':>9}")
+    print("warm prefill of one prompt (forward, last token's logits read back), best of 5")
+    print(header)
+    print("-" * len(header))
+    e = results["tpu, exact shapes"]["prefill"]
+    for policy, way in (("pow2", "tpu, bucketed"), ("fine", "tpu, fine buckets")):
+        b = results[way]["prefill"]
+        for length in LENGTHS:
+            x, y = b[str(length)], e[str(length)]
+            bucket = bucket_of(length, policy)
+            v6e = "-"
+            if x["v6e"] and y["v6e"]:
+                v6e = f"{x['v6e']:>15.1f} {y['v6e']:>12.1f} {x['v6e'] / y['v6e']:>8.2f}x"
+            print(f"{policy:<8} {length:>6} {bucket:>6} {x['seconds'] * 1e3:>11.2f} {y['seconds'] * 1e3:>8.2f} "
+                  f"{x['seconds'] / y['seconds']:>5.2f}x {v6e}")
+    print("ratio: bucketed / exact (the padding's cost; a prompt of a bucket's own length is not padded). "
+          "v6e: libtpu's estimate of the same ops' modules (sum over the forward).")
+
+
+if __name__ == "__main__":
+    main()
