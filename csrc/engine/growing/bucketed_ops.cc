@@ -12,7 +12,8 @@
 // another) leaves the call to the exact path.
 //
 // Only ops whose rules are exact under the padder are taken: contractions, reductions built on
-// stablehlo.reduce, softmax, cumulative sums, row-wise gathers of padded indices, and the ops
+// stablehlo.reduce, softmax, cumulative sums (over the capacity, no runtime size: a prefix scan
+// needs no mask), row-wise gathers of padded indices, and the ops
 // that divide by a count (mean, var, norms) only where the padded dim is not reduced (their
 // rules divide by the static extent). Never in-place or out= ops, RNG, sort or flips.
 #include <ATen/ATen.h>
@@ -38,6 +39,11 @@ enum class Bucketing {
   KeepsDim,      // exact only while the padded dim survives in every result (counts)
   IndicesOnly,   // a gather: only its index operand may be padded
   Contiguous,    // clone(memory_format=contiguous): only where a padded prefix is contiguous
+  // A prefix scan along the padded dim: exact over the capacity without a runtime size (a row
+  // reads only the rows before it), and run without one, as the scan's rule slices and pads
+  // along the dim, which the oldest plugin's dynamic padder gets wrong (PJRT 0.81: a cumsum of
+  // 300 rows in a bucket of 320 restarted at row 256).
+  Prefix,
 };
 
 const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
@@ -60,7 +66,7 @@ const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
       {"logsumexp", Bucketing::Exact},
       {"_softmax", Bucketing::Exact},
       {"_log_softmax", Bucketing::Exact},
-      {"cumsum", Bucketing::Exact},
+      {"cumsum", Bucketing::Prefix},
       {"prod.dim_int", Bucketing::Exact},
       {"cat", Bucketing::Exact},
       {"mean.dim", Bucketing::KeepsDim},
@@ -261,7 +267,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot != slot || p.elem != elem) continue;
       t = whole_capacity(t, p.spare.dim, capacity);
       keep_alive.push_back(t);
-      sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+      if (kind != Bucketing::Prefix) sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
       return true;
     }
     return false;
