@@ -66,7 +66,8 @@ test-cpp: $(STAMP)
 
 # The model-level suites (Transformers families, Diffusers pipelines, demos, torchrun) emit the
 # same op modules the op-level tests do, thousands of times over; they run once, in test-python.
-MODEL_SUITES := test_vision_training.py test_transformers_families.py test_diffusers.py test_demo_llm.py test_distributed.py
+MODEL_SUITES := test_vision_training.py test_transformers_families.py test_diffusers.py test_demo_llm.py test_distributed.py \
+  test_bucketing_generate.py
 OP_SUITE := tests/python $(foreach f,$(MODEL_SUITES),--ignore=tests/python/$(f))
 # A representative slice of the op-level suite (element-wise, reductions, indexing, nn, conv,
 # shapes, views, conj/neg views, FFT, torch.compile, optimizers, the AOT tool itself) for the

@@ -3,7 +3,6 @@ bucket, and the ops computed from them run their rules over the bucket with the 
 runtime size (XLA's dynamic padder masks the spare rows). Values must be exactly the CPU's; a new
 length in a bucket already seen compiles nothing."""
 import os
-import random
 import subprocess
 import sys
 
@@ -158,40 +157,6 @@ def test_bucketing_off_uploads_exact_tensors():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == str(37 * 8)
-
-
-# Generate with random prompt lengths (issue 27's acceptance, for the families the bucketing
-# covers today: batch of one, attention without a materialised mask; docs/bucketing.md).
-transformers = pytest.importorskip("transformers")
-from test_transformers_families import checkpoint  # noqa: E402
-
-
-@pytest.mark.parametrize("family", ["llama3", "qwen3"])
-@pytest.mark.parametrize("cache", ["dynamic", "static"])
-def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(family, cache, tmp_path_factory):
-    cpu_model, path = checkpoint(family, tmp_path_factory)
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
-    kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False)
-    if cache == "static":
-        kw["cache_implementation"] = "static"
-    rng = random.Random(0)
-    lengths = [100] + [rng.randint(3, 120) for _ in range(6)]  # one bucket: 128 rows
-    compiles = []
-    for i, length in enumerate(lengths):
-        ids = ids_of(length, seed=i).clamp(max=255)
-        mask = torch.ones_like(ids)
-        built = executables_built()
-        with torch.no_grad():
-            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
-        compiles.append(executables_built() - built)
-        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
-    after_warm_up = compiles[1:]
-    # DynamicCache: nothing at all. StaticCache: generate() keeps a cache of prompt + new tokens
-    # rows and reallocates it for a longer request; the cache's write (index_copy_ of the prompt's
-    # rows) and attention over it then see a new length: 3 compiles while the cache is reused, 8
-    # when it is reallocated (the exact path compiled ~55 per new length).
-    limit = 0 if cache == "dynamic" else 8
-    assert max(after_warm_up) <= limit, compiles
 
 
 def test_fine_buckets_policy():
