@@ -144,9 +144,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
       hlo::DType dtype = to_hlo(dst.scalar_type(), "copy_");
       at::Tensor whole = wrap_buffer(upload(padded, dtype, dims, dst.device().index()), dtype, dims, padded.sizes(),
                                      padded.strides(), dst.scalar_type(), dst.device().index());
-      dst.unsafeGetTensorImpl()->set_storage_keep_dtype(whole.storage());
-      dst.unsafeGetTensorImpl()->set_sizes_and_strides(dst.sizes(), whole.strides(), 0);
-      as_padded_prefix(whole, whole.dim() - 1, length);  // marks the storage and notes the length
+      adopt_padded_storage(dst, whole, whole.dim() - 1);
       note_bucketed_length(length, *capacity);
       return dst;
     }

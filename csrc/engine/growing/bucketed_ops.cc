@@ -83,8 +83,8 @@ const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
   return ops;
 }
 
-std::string full_name(const c10::OperatorHandle& op) {
-  const c10::OperatorName& name = op.operator_name();
+// "aten::sum" overload "dim_IntList" -> "sum.dim_IntList", as the list names ops.
+std::string full_name(const c10::OperatorName& name) {
   return name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
 }
 
@@ -158,7 +158,7 @@ std::unordered_set<std::string> g_refused;
 
 void refuse_bucketing(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(g_refused_mu);
-  g_refused.insert(full_name(op));
+  g_refused.insert(full_name(op.operator_name()));
 }
 
 bool refused(const std::string& name) {
@@ -191,17 +191,10 @@ void mark_dynamic(const at::Tensor& t, int64_t dim) {
   if (capacity == length) return;  // a bucket's own length: nothing to pad
   std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd pads the last dim first
   pad[2 * (t.dim() - 1 - dim) + 1] = capacity - length;
-  at::Tensor whole = at::constant_pad_nd(t, pad, 0).contiguous();
-  std::vector<int64_t> sizes = t.sizes().vec();
-  t.unsafeGetTensorImpl()->set_storage_keep_dtype(whole.storage());
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, whole.strides(), 0);
-  as_padded_prefix(whole, dim, length);
+  adopt_padded_storage(t, at::constant_pad_nd(t, pad, 0).contiguous(), dim);
 }
 
-bool takes_bucketed_path(const c10::OperatorName& name) {
-  std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-  return bucketed_ops().count(full) != 0;
-}
+bool takes_bucketed_path(const c10::OperatorName& name) { return bucketed_ops().count(full_name(name)) != 0; }
 
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled() || op.schema().is_mutable()) return false;
@@ -220,7 +213,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     if (p.spare.length != padded[0].spare.length || p.spare.capacity != padded[0].spare.capacity) return false;
   }
   const int64_t length = padded[0].spare.length, capacity = padded[0].spare.capacity;
-  const std::string name = full_name(op);
+  const std::string name = full_name(op.operator_name());
   if (refused(name)) return false;
   Bucketing kind = bucketed_ops().at(name);
   if (kind == Bucketing::IndicesOnly) {

@@ -60,19 +60,19 @@ void mark_growable(const at::Tensor& t) { storage_buffer(t).growable = true; }
 at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
   std::vector<int64_t> sizes = t.sizes().vec();
   sizes[dim] = capacity;
-  // A row-major prefix at offset 0 (the only kind whose growing dim can have one row: its stride
-  // then says nothing) gets the capacity's row-major strides; any other keeps its strides and
-  // offset (a permuted view, or a view of part of a padded storage).
+  // A permuted view, or a view of part of a padded storage, keeps its strides and offset; a
+  // row-major prefix at offset 0 (the only kind whose growing dim can have one row: its stride
+  // then says nothing) gets the capacity's row-major strides.
+  const StorageBuffer& s = storage_buffer(t);
+  bool keeps_strides = t.storage_offset() != 0 ||
+                       (t.size(dim) > 1 && (dense_with_capacity_in_some_order(t, dim, capacity) ||
+                                            (s.padded_stride == t.stride(dim) && s.padded_capacity == capacity)));
   std::vector<int64_t> strides = t.strides().vec();
-  if (t.storage_offset() == 0 && (t.size(dim) == 1 || !dense_with_capacity_in_some_order(t, dim, capacity))) {
-    const StorageBuffer& s = storage_buffer(t);
-    bool part_of_padded = t.size(dim) > 1 && s.padded_stride == t.stride(dim) && s.padded_capacity == capacity;
-    if (!part_of_padded) {
-      int64_t st = 1;
-      for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-        strides[i] = st;
-        st *= sizes[i];
-      }
+  if (!keeps_strides) {
+    int64_t st = 1;
+    for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+      strides[i] = st;
+      st *= sizes[i];
     }
   }
   return t.as_strided(sizes, strides, t.storage_offset());
@@ -137,6 +137,13 @@ at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, cons
   std::vector<int64_t> shape(rank, 1);
   shape[dim] = n;
   return at::arange(n, like.options().dtype(at::kLong)).lt(length).view(shape);
+}
+
+void adopt_padded_storage(const at::Tensor& t, const at::Tensor& whole, int64_t dim) {
+  std::vector<int64_t> sizes = t.sizes().vec();
+  t.unsafeGetTensorImpl()->set_storage_keep_dtype(whole.storage());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, whole.strides(), 0);
+  as_padded_prefix(whole, dim, t.size(dim));  // marks the storage and notes the length
 }
 
 at::Tensor as_padded_prefix(const at::Tensor& whole, int64_t dim, int64_t length) {

@@ -56,6 +56,10 @@ at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, cons
 // `whole` (size `capacity` along `dim`) as a padded prefix of `length` rows, marked growable.
 at::Tensor as_padded_prefix(const at::Tensor& whole, int64_t dim, int64_t length);
 
+// Moves `t` (a tensor that owns its storage) onto `whole`, a dense tensor of t's sizes with more
+// rows along `dim`, whose first rows hold t's values: `t` becomes a padded prefix of it.
+void adopt_padded_storage(const at::Tensor& t, const at::Tensor& whole, int64_t dim);
+
 // Growing tensors (appends, results over a capacity) remember their lengths while they live, so
 // that an arange of such a length (the mask's key positions, arange(kv_length)) is made with the
 // same capacity.
