@@ -42,6 +42,18 @@ class CMakeBuild(build_ext):
         if target.resolve() != built.resolve():
             target.parent.mkdir(parents=True, exist_ok=True)
             self.copy_file(str(built), str(target))
+        _write_build_info({ROOT / "torch_tpu", target.parent})
+
+
+def _write_build_info(package_dirs):
+    """Records the torch that _C was linked against: importing torch_tpu beside another torch
+    then raises a sentence saying so (torch_tpu/_torch_check.py), not an undefined C++ symbol."""
+    import torch
+
+    text = ('"""Written by setup.py at build time."""\n'
+            f"TORCH_VERSION = {torch.__version__!r}\n")
+    for d in package_dirs:
+        (Path(d) / "_build_info.py").write_text(text)
 
 
 setup(ext_modules=[Extension("torch_tpu._C", sources=[])], cmdclass={"build_ext": CMakeBuild})

@@ -19,7 +19,14 @@ def _autoload():
 
 import torch  # noqa: E402
 
-from . import _C, _discovery
+from . import _torch_check  # noqa: E402
+
+_torch_check.require_built_torch()
+try:
+    from . import _C
+except ImportError as _error:
+    raise _torch_check.explain_load_failure(_error) from _error
+from . import _discovery  # noqa: E402
 
 __version__ = "0.1.0"
 

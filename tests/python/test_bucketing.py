@@ -110,6 +110,31 @@ def test_a_new_length_in_a_seen_bucket_compiles_nothing():
     assert executables_built() == built
 
 
+def test_a_call_that_cannot_run_over_the_capacity_refuses_only_calls_like_it():
+    # An attention mask sized to the true key length cannot broadcast over the key capacity: the
+    # call runs exactly. This used to stop bucketing attention for the rest of the process.
+    table = torch.randn(256, 16, generator=torch.Generator().manual_seed(0))
+
+    def attention(ids, masked):
+        x = F.embedding(ids, table.to(ids.device)).view(1, -1, 2, 8).transpose(1, 2)  # [1, 2, L, 8]
+        mask = None
+        if masked:  # causal, and the first key hidden from all but the first query
+            length = ids.shape[1]
+            mask = torch.ones(length, length, dtype=torch.bool, device=ids.device).tril()
+            mask[1:, 0] = False
+        return F.scaled_dot_product_attention(x, x * 0.5, x + 1, attn_mask=mask)
+
+    for length in (5, 9, 40):
+        ids = ids_of(length, seed=length)
+        torch.testing.assert_close(attention(ids.to(DEV), True).cpu(), attention(ids, True))
+    attention(ids_of(6).to(DEV), False).cpu()
+    built = executables_built()
+    for length in (7, 77, 127):
+        ids = ids_of(length, seed=length)
+        torch.testing.assert_close(attention(ids.to(DEV), False).cpu(), attention(ids, False))
+    assert executables_built() == built
+
+
 def test_mark_dynamic_buckets_a_device_tensor():
     x = torch.randn(1, 37, 4, generator=torch.Generator().manual_seed(0))
     d = x.to(DEV)

@@ -27,3 +27,32 @@ def test_build_never_autoloads_the_package_it_builds():
     res = _setup_py("--version", hide_torch=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split()[-2:] == ["autoload", "0"], res.stdout
+
+
+def _import_beside_torch(version):
+    """Imports torch_tpu in a fresh process whose torch reports `version`."""
+    code = ("import torch\n"
+            f"torch.__version__ = {version!r}\n"
+            "import torch_tpu\n"
+            "print('imported', torch.randn(3, device='tpu').sum().item() is not None)\n")
+    env = {**__import__("os").environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "TORCH_TPU_QUIET": "1"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_the_build_records_the_torch_it_links_against():
+    import torch
+    from torch_tpu import _build_info
+    assert _build_info.TORCH_VERSION == torch.__version__
+
+
+def test_import_beside_another_torch_release_says_so():
+    import torch
+    built = torch.__version__.split("+")[0]
+    res = _import_beside_torch("2.12.1+cpu")
+    assert res.returncode != 0
+    assert (f"torch-tpu was built against torch {torch.__version__}, and this environment has torch 2.12.1+cpu"
+            in res.stderr), res.stderr
+    assert f"install torch=={built}" in res.stderr, res.stderr
+    # A CUDA build of the same release shares the C++ ABI torch_tpu uses: no refusal.
+    res = _import_beside_torch(built + "+cu130")
+    assert res.returncode == 0 and "imported True" in res.stdout, res.stderr

@@ -153,17 +153,44 @@ std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::Op
 std::mutex g_stats_mu;
 std::map<int64_t, BucketStats> g_stats;  // by capacity
 
+// Calls whose bucketed module failed, by op name: each entry a signature (the tensor
+// arguments' dtypes and sizes, any size equal to the true length written as L, and which of them
+// are padded, along which dim, into what capacity). A failure refuses only calls like it, at
+// every length: an op that fails over one set of operands (an attention mask sized to the true
+// key length, which cannot broadcast over the capacity) keeps bucketing every other call.
 std::mutex g_refused_mu;
-std::unordered_set<std::string> g_refused;
+std::unordered_map<std::string, std::unordered_set<std::string>> g_refused;
 
-void refuse_bucketing(const c10::OperatorHandle& op) {
-  std::lock_guard<std::mutex> lock(g_refused_mu);
-  g_refused.insert(full_name(op.operator_name()));
+std::string call_signature(const torch::jit::Stack& stack, size_t first, const std::vector<Padded>& padded) {
+  std::string sig;
+  torch::jit::Stack copy(stack.begin() + first, stack.end());  // for_each_tensor takes a mutable stack
+  for_each_tensor(copy, 0, [&](at::Tensor& t, size_t slot, int elem) {
+    sig += std::to_string(slot) + ":" + std::to_string(elem) + ":" + std::string(c10::toString(t.scalar_type()));
+    for (int64_t s : t.sizes()) sig += s == padded[0].spare.length ? std::string(",L") : "," + std::to_string(s);
+    for (const Padded& p : padded) {
+      if (p.slot == first + slot && p.elem == elem) {
+        sig += "@" + std::to_string(p.spare.dim) + "/" + std::to_string(p.spare.capacity);
+      }
+    }
+    sig += ";";
+    return false;
+  });
+  return sig;
 }
 
-bool refused(const std::string& name) {
+void refuse_bucketing(const std::string& name, std::string signature) {
   std::lock_guard<std::mutex> lock(g_refused_mu);
-  return g_refused.count(name) != 0;
+  g_refused[name].insert(std::move(signature));
+}
+
+bool refused(const std::string& name, const torch::jit::Stack& stack, size_t first, const std::vector<Padded>& padded) {
+  {
+    std::lock_guard<std::mutex> lock(g_refused_mu);
+    if (g_refused.count(name) == 0) return false;  // the common case: no signature to build
+  }
+  std::string signature = call_signature(stack, first, padded);
+  std::lock_guard<std::mutex> lock(g_refused_mu);
+  return g_refused[name].count(signature) != 0;
 }
 
 }  // namespace
@@ -214,7 +241,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   }
   const int64_t length = padded[0].spare.length, capacity = padded[0].spare.capacity;
   const std::string name = full_name(op.operator_name());
-  if (refused(name)) return false;
+  if (refused(name, *stack, first, padded)) return false;
   Bucketing kind = bucketed_ops().at(name);
   if (kind == Bucketing::IndicesOnly) {
     // embedding(weight, indices), index_select(self, dim, index): the gathered rows' operand is
@@ -270,11 +297,13 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     RuntimeSizeScope scope(std::move(sizes));
     run_op(op, stack);
   } catch (const c10::Error&) {
-    // A module the compiler's dynamic padder cannot take (none known): this op keeps the exact
-    // path from now on, and this call takes it too (its own errors are raised there).
-    refuse_bucketing(op);
+    // The rule refused the capacities (operands that only agree at the true sizes, which the
+    // meta kernel does not check) or the compiler's dynamic padder refused the module: calls like
+    // this one keep the exact path from now on, and this call takes it too (its own errors are
+    // raised there).
     stack->resize(first);
     stack->insert(stack->end(), arguments.begin(), arguments.end());
+    refuse_bucketing(name, call_signature(*stack, first, padded));
     return false;
   }
   {
