@@ -56,6 +56,9 @@ distributed.register()  # c10d backends "tpu" and "tpu_dist" (docs/parallel.md)
 from . import _default_compile  # noqa: E402
 
 _default_compile.enable()  # plain torch.compile(model) on tpu tensors uses the tpu backend
+from . import _inductor_device  # noqa: E402
+
+_inductor_device.enable()  # backend="inductor" on tpu tensors: one error naming backend="tpu"
 
 
 def _announce_platform_once():

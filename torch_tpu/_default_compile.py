@@ -11,10 +11,9 @@ Setting it needs torch._dynamo, which costs ~1.5 s to import, so it is done when
 first imports torch._dynamo's backend registry (an import hook), not when torch_tpu loads.
 TORCH_TPU_DEFAULT_COMPILE=0 turns this off.
 """
-import importlib.abc
-import importlib.util
 import os
-import sys
+
+from ._import_hooks import after_import
 
 _REGISTRY = "torch._dynamo.backends.registry"
 
@@ -41,41 +40,12 @@ def tpu_or_inductor(gm, example_inputs, mode=None, options=None, **kwargs):
     return torch._TorchCompileInductorWrapper(mode, options, None)(gm, example_inputs)
 
 
-
 def _install(registry_module):
     if registry_module.get_default_backend() == "inductor":  # the user did not choose another
         registry_module.set_default_backend(tpu_or_inductor)
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner):
-        self.inner = inner
-
-    def create_module(self, spec):
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module):
-        self.inner.exec_module(module)
-        _install(module)
-
-
-class _RegistryImportHook(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the loader of torch._dynamo.backends.registry once."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _REGISTRY:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
-        return spec
-
-
 def enable():
     if os.environ.get("TORCH_TPU_DEFAULT_COMPILE", "1") == "0":
         return
-    if _REGISTRY in sys.modules:
-        _install(sys.modules[_REGISTRY])
-    elif not any(isinstance(f, _RegistryImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegistryImportHook())
+    after_import(_REGISTRY, _install)

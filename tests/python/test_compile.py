@@ -423,8 +423,81 @@ def test_plain_torch_compile_on_cpu_still_uses_inductor():
     assert getattr(backend, "__name__", "") == "tpu_or_inductor"
 
 
+def test_explicit_inductor_on_tpu_runs_through_our_compiler(recwarn, monkeypatch):
+    """backend="inductor" (tutorials, Transformers' CompileConfig default) on tpu tensors: Inductor's
+    post-grad graph is compiled by ours (torch_tpu/_inductor_device.py), with a one-time notice."""
+    from torch_tpu.compile import inductor_graphs
+
+    monkeypatch.setattr(inductor_graphs, "_announced", False)
+    def f(x, w):
+        return (x @ w).relu().softmax(-1) * 2
+
+    x = torch.randn(5, 3)
+    x[1, 2], x[3, 0] = float("nan"), float("inf")
+    w = torch.randn(3, 7)
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="inductor")(x.to(DEV), w.to(DEV))
+    assert got.device.type == "tpu"
+    torch.testing.assert_close(got.cpu(), f(x, w), equal_nan=True)
+    assert any('backend="inductor" on tpu tensors' in str(w.message) for w in recwarn)
+    # The same function still compiles with Inductor itself on the CPU.
+    torch.testing.assert_close(torch.compile(f, backend="inductor")(x, w), f(x, w), equal_nan=True)
+
+
+def test_explicit_inductor_on_tpu_writes_mutated_inputs_and_trains():
+    def step(cache, x, pos):
+        cache.index_copy_(0, pos, x)
+        return cache.sum(0), x
+
+    cache, x, pos = torch.zeros(6, 3), torch.randn(2, 3), torch.tensor([4, 1])
+    c_dev, x_dev = cache.to(DEV), x.to(DEV)
+    torch._dynamo.reset()
+    total, same = torch.compile(step, backend="inductor")(c_dev, x_dev, pos.to(DEV))
+    want_total, _ = step(cache, x, pos)
+    torch.testing.assert_close(c_dev.cpu(), cache)
+    torch.testing.assert_close(total.cpu(), want_total)
+    torch.testing.assert_close(same.cpu(), x)
+
+    torch.manual_seed(0)
+    model = _mlp()
+    reference = _mlp()
+    reference.load_state_dict(model.state_dict())
+    compiled = torch.compile(model.to(DEV), backend="inductor")
+    inputs = torch.randn(4, 12)
+    compiled(inputs.to(DEV)).square().mean().backward()
+    reference(inputs).square().mean().backward()
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.grad.cpu(), want.grad)
+
+
+def test_explicit_inductor_on_tpu_bad_cases_raise_naming_the_tpu_backend(monkeypatch, tmp_path):
+    def f(x):
+        return x.relu() + 1
+
+    # Symbolic shapes: the graph would need our executables per shape inside Inductor's wrapper.
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="static shapes only.*dynamic=False"):
+        torch.compile(f, backend="inductor", dynamic=True)(torch.randn(5, device=DEV))
+    # TORCH_TPU_INDUCTOR=error: Inductor on tpu refuses, naming what works.
+    monkeypatch.setenv("TORCH_TPU_INDUCTOR", "error")
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match='InductorOnTpuError.*backend="tpu"'):
+        torch.compile(f, backend="inductor")(torch.randn(4, device=DEV))
+    monkeypatch.delenv("TORCH_TPU_INDUCTOR")
+    # AOT Inductor packages have no tpu form.
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return f(x)
+
+    exported = torch.export.export(Model().to(DEV), (torch.randn(4, device=DEV),))
+    with pytest.raises(RuntimeError, match="AOT Inductor packages .* cannot target tpu"):
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp_path / "m.pt2"))
+
+
 def test_importing_torch_does_not_import_dynamo():
-    code = "import sys, torch; torch.device('tpu'); print('torch._dynamo' in sys.modules)"
+    code = ("import sys, torch; torch.device('tpu'); "
+            "print('torch._dynamo' in sys.modules or 'torch._inductor.codegen.common' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, TORCH_TPU_QUIET="1"))
     assert out.stdout.strip() == "False", out.stderr[-2000:]

@@ -215,6 +215,30 @@ def test_group_offloading_with_streams(mode):
             torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("use_stream", [False, True])
+def test_group_offloading_to_disk_is_refused_by_safetensors_and_to_memory_works(tmp_path, use_stream):
+    """Group offloading to disk reads each group back with safetensors, and Diffusers asks it for
+    device "tpu" (even with streams: the group of top-level modules loads without one), a name
+    safetensors 0.8 refuses in Rust with no extension point (docs/diffusers.md). Offloading to
+    CPU memory, the alternative the docs name, works with and without streams."""
+    import safetensors
+
+    model = _tiny_qwen_image_transformer()
+    with torch.no_grad():
+        expected = model(**_transformer_inputs("cpu")).sample
+        model.enable_group_offload(onload_device="tpu", offload_device="cpu", offload_type="block_level",
+                                   num_blocks_per_group=1, use_stream=use_stream,
+                                   offload_to_disk_path=str(tmp_path))
+        with pytest.raises(safetensors.SafetensorError, match="device tpu is invalid"):
+            model(**_transformer_inputs("tpu"))
+        model = _tiny_qwen_image_transformer()
+        model.enable_group_offload(onload_device="tpu", offload_device="cpu", offload_type="block_level",
+                                   num_blocks_per_group=1, use_stream=use_stream)
+        for _ in range(2):
+            out = model(**_transformer_inputs("tpu")).sample
+            torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
 def test_transformer_compiled_with_dynamic_shapes_over_three_sizes():
     """dynamic=True without duck shapes, as Diffusers' own compile tests ask: each latent size
     compiles once (no Dynamo recompile), results as on the CPU."""

@@ -104,6 +104,55 @@ def test_first_step_logits_match_cpu(family, dtype, tmp_path_factory, no_fallbac
                                atol=rtol * expected[valid].float().abs().max().item())
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_eager_and_sdpa_attention_with_left_padding_match_cpu(family, dtype, tmp_path_factory):
+    """Transformers' test_eager_matches_sdpa_inference in small: half-precision eager and SDPA
+    attention over a left-padded batch give the CPU's numbers on tpu, padding rows included
+    (where both give finite values, or the CPU's zeros), and agree with each other as closely
+    as Transformers asks of the CPU."""
+    _, path = checkpoint(family, tmp_path_factory)
+    ids, mask = prompts(2)
+    last = {}
+    for impl in ("eager", "sdpa"):
+        for dev in ("cpu", "tpu"):
+            model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=impl)
+            model = model.eval().to(dev)
+            with torch.no_grad():
+                out = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), output_hidden_states=True)
+            last[impl, dev] = out.hidden_states[-1].float().cpu()
+    for impl in ("eager", "sdpa"):
+        got, want = last[impl, "tpu"], last[impl, "cpu"]
+        assert not got.isnan().any(), impl
+        # Half-precision layers round differently on the two devices (XLA keeps some
+        # intermediates in float32): a 2% tolerance relative to the largest value, as above.
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2 * want.abs().max().item(),
+                                   msg=lambda m: f"{impl}: {m}")
+    # Transformers' CPU tolerances for eager vs SDPA (fp16 5e-3, bf16 1e-2 or 3% of the largest
+    # value), on the positions that are not padding.
+    valid = mask.bool()
+    eager, sdpa = last["eager", "tpu"][valid], last["sdpa", "tpu"][valid]
+    tol = 5e-3 if dtype == torch.float16 else 1e-2
+    atol = tol if dtype == torch.float16 else max(tol, 3e-2 * max(eager.abs().max().item(), sdpa.abs().max().item()))
+    cpu_gap = (last["eager", "cpu"][valid] - last["sdpa", "cpu"][valid]).abs().max().item()
+    assert torch.allclose(eager, sdpa, rtol=tol, atol=max(atol, cpu_gap)), (eager - sdpa).abs().max()
+
+
+@pytest.mark.parametrize("family_name", ["llama3", "gemma3"])
+def test_generate_with_compile_config_default_inductor_matches_cpu(family_name, tmp_path_factory):
+    """Transformers' CompileConfig() asks for backend="inductor" (its test suite's compile tests
+    do): on tpu the decode step compiles through Inductor's passes into our compiler and gives
+    the CPU's tokens."""
+    cpu_model, path = checkpoint(family_name, tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
+    ids, mask = prompts(2)
+    kw = dict(cache_implementation="static", compile_config=transformers.CompileConfig())
+    assert kw["compile_config"].backend == "inductor"
+    torch._dynamo.reset()
+    for _ in range(2):  # the second call runs the compiled step again
+        got = greedy(model, ids.to("tpu"), mask.to("tpu"), 8, **kw)
+        assert got.cpu().tolist() == greedy(cpu_model, ids, mask, 8, cache_implementation="static").tolist()
+
+
 def test_sampling_is_reproducible_under_a_seed(family, tmp_path_factory, no_fallbacks):
     _, path = checkpoint(family, tmp_path_factory)
     model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
