@@ -2,10 +2,11 @@
 // scaled_dot_product_attention takes on tpu (engine/composite/fused_attention.cc picks it and
 // calls these rules through the ATen ops that carry the same math on the CPU).
 //
-// Numerics follow PyTorch's CPU flash kernel rather than its math path: bf16/f16 operands go
-// into the matmuls as they are, with f32 accumulation; scores, max, exponentials and sums are
-// f32; the unnormalised probabilities are rounded to the operand type for the product with v,
-// and the sum divides afterwards. (The math path upcasts q, k and v to f32 and materialises f32
+// Without a mask the forward takes the form libtpu's flash-attention pass rewrites into its
+// kernel (unmasked_attention_forward). With a mask, numerics follow PyTorch's CPU flash kernel
+// rather than its math path: bf16/f16 operands go into the matmuls as they are, with f32
+// accumulation; scores, max, exponentials and sums are f32; the unnormalised probabilities are
+// rounded to the operand type for the product with v, and the sum divides afterwards. (The math path upcasts q, k and v to f32 and materialises f32
 // scores: about 4x the time and memory of this on a TPU, docs/diffusers.md.) Rows with nothing
 // left after masking give 0, as the math path's _safe_softmax does; their logsumexp is +inf so
 // the backward's exp(s - lse) is 0 there.
@@ -120,6 +121,80 @@ void require_no_dropout(Context& c, const std::string& op, size_t arg) {
   if (c.double_arg(arg) != 0.0) throw NotLowerable(op + " with dropout");
 }
 
+// The sequence lengths libtpu's flash-attention kernel takes: a multiple of 128 up to 512, a
+// multiple of 512 beyond (its blocks; other lengths keep the module unchanged, "padding not
+// supported"). Longer sequences are padded up to one when that adds at most an eighth
+// (Qwen-Image's 4160 tokens -> 4608, SD3's 4429 -> 4608); short ones are left as they are,
+// where padding would multiply the work on the CPU plugin.
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+int64_t flash_length(int64_t n) {
+  const int64_t padded = n <= 512 ? round_up(n, 128) : round_up(n, 512);
+  return n > 512 && (padded - n) * 8 <= n ? padded : n;
+}
+
+// Attention without a mask, in the form libtpu's flash-attention pass rewrites into its kernel
+// (docs/tpu_aot.md, "Flash attention"): the scale multiplies q before the product, the
+// probabilities are normalised before they are rounded for the product with v, and nothing
+// else reads the scores. The pass keeps a module unchanged for any other form (the scale on
+// the scores, a division after the second product, a guard on the row max), and then a TPU
+// writes and reads the whole f32 score matrix through HBM. The one difference from the masked
+// form: a row whose every score is -inf (only infinite inputs make one without a mask) gives
+// NaN, where PyTorch's CPU kernels give 0 (docs/limits.md).
+//
+// Padded keys (flash_length) are copies of key 0, so no padded score exceeds a real one, and v
+// gains a column of ones on the real keys (0 on the padded ones) and zeros up to the next 128:
+// that column of the output is the real keys' share of each row's softmax, which the output
+// divides by, exactly (the share is at least 1 / (1 + padded keys)). Padded query rows are
+// sliced off.
+std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Value v, const Dims& d, double scale) {
+  Builder& b = c.b;
+  DType in = q.dtype(), acc = float_opmath(in);
+  const int64_t Lq = flash_length(d.Lq), Lk = flash_length(d.Lk);
+  const bool pad_keys = Lk != d.Lk;
+  Value q_scaled = mul(b, q, constant(b, scale, in, q.shape()));
+  if (Lq != d.Lq) {
+    q_scaled = pad(b, q_scaled, constant(b, 0.0, in), {0, 0, 0, 0}, {0, 0, Lq - d.Lq, 0}, {0, 0, 0, 0});
+  }
+  Dims pd = d;
+  pd.Lq = Lq;
+  pd.Lk = Lk;
+  if (pad_keys) {
+    Value first_key = slice(b, k, {0, 0, 0, 0}, {d.B, d.Hkv, 1, d.E}, {1, 1, 1, 1});
+    k = concatenate(b, {k, broadcast_to(b, first_key, {d.B, d.Hkv, Lk - d.Lk, d.E})}, 2);
+    Value ones = constant(b, 1.0, in, {d.B, d.Hkv, d.Lk, 1});
+    v = pad(b, concatenate(b, {v, ones}, 3), constant(b, 0.0, in), {0, 0, 0, 0}, {0, 0, Lk - d.Lk, 127}, {0, 0, 0, 0});
+  }
+  Value s = dot_general(b, grouped(b, q_scaled, pd), k, {0, 1}, {0, 1}, {col_dim(pd)}, {3}, acc);
+  const int64_t col = col_dim(pd);
+  Value m = reduce(b, s, {col}, "max");
+  Value e = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, m, s.shape())));
+  Value l = reduce(b, e, {col}, "add");
+  Value p = div(b, e, keep_dims(b, l, e.shape()));
+  Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, Ev(+128)]
+  // Read only by the backward: a graph without one drops it, and the kernel stays alone.
+  Value lse = add(b, m, unary(b, "stablehlo.log", l));
+  std::vector<int64_t> start(o.rank(), 0), limit = o.shape(), step(o.rank(), 1);
+  limit[o.rank() - 2] = d.Lq;
+  if (pad_keys || Lq != d.Lq) {
+    std::vector<int64_t> lse_limit = lse.shape();
+    lse_limit.back() = d.Lq;
+    lse = slice(b, lse, std::vector<int64_t>(lse.rank(), 0), lse_limit, std::vector<int64_t>(lse.rank(), 1));
+  }
+  if (pad_keys) {
+    std::vector<int64_t> share_start = start, share_limit = limit;
+    share_start.back() = d.Ev;
+    share_limit.back() = d.Ev + 1;
+    Value share = reshape(b, slice(b, o, share_start, share_limit, step), lse.shape());
+    limit.back() = d.Ev;
+    o = div(b, slice(b, o, start, limit, step), keep_dims(b, share, limit));
+    lse = add(b, lse, unary(b, "stablehlo.log", share));
+  } else if (Lq != d.Lq) {
+    o = slice(b, o, start, limit, step);
+  }
+  lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
+  return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
+}
+
 // _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *,
 // attn_mask, scale) -> (output, logsumexp)
 std::vector<Value> attention_forward(Context& c) {
@@ -130,6 +205,7 @@ std::vector<Value> attention_forward(Context& c) {
   require_no_dropout(c, op, 3);
   DType in = q.dtype(), acc = float_opmath(in);
   const double scale = softmax_scale(c, 6, d);
+  if (!c.has(5) && !c.bool_arg(4)) return unmasked_attention_forward(c, q, k, v, d, scale);
   bool scaled = true;
   Value s = scores(c, op, q, k, d, 5, c.bool_arg(4), scale, acc, /*scale_later=*/true, &scaled);
   const int64_t col = col_dim(d);

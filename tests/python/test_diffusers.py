@@ -103,13 +103,15 @@ def test_compiled_second_call_compiles_nothing_and_a_new_size_compiles_once_more
             totals[e.name] = totals.get(e.name, 0) + e.compiles
         return totals
 
+    # Graphs other tests compiled through Inductor stay alive for the process (docs/compile.md).
+    others = set(compiles_by_graph())
     run(pipe, torch.Generator("cpu").manual_seed(0))
     graphs = compiles_by_graph()
     before = compiles()
     run(pipe, torch.Generator("cpu").manual_seed(1))
     assert compiles() == before, "a second call of the same size compiled"
     run(pipe, torch.Generator("cpu").manual_seed(0), size=96)
-    grown = {name: n - graphs.get(name, 0) for name, n in compiles_by_graph().items()}
+    grown = {name: n - graphs.get(name, 0) for name, n in compiles_by_graph().items() if name not in others}
     assert grown and all(n == 1 for n in grown.values()), grown  # every graph exactly once more
     # The metrics name the input that changed (latents: 128 px -> 16x16, 96 px -> 12x12).
     reasons = " ".join(torch_tpu.metrics.recompile_reasons())

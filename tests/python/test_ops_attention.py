@@ -105,7 +105,30 @@ def test_minus_inf_float_mask_row():
 def test_non_finite_inputs_propagate_like_the_cpu(where, value):
     q, k, v = qkv(1, 2, 2, 3, 5, 8)
     {"q": q, "k": k, "v": v}[where][0, 1, 2 if where == "q" else 4, 3] = value
+    if where == "q" and value != value:
+        # A NaN query row: PyTorch's CPU flash kernel gives 0 (its row max skips NaN, so the row
+        # looks fully masked), its math path NaN. Without a mask we keep no guard on the row max
+        # (libtpu's flash-attention rewrite refuses one, docs/tpu_aot.md) and give NaN, as the
+        # math path does; the CPU disagreeing with itself, the math path is the reference.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel([SDPBackend.MATH]):
+            ref = F.scaled_dot_product_attention(q, k, v)
+        assert ref[0, 1, 2].isnan().all()
+        out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV))
+        torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+        return
     compare(q, k, v, grad=False)
+
+
+def test_unmasked_row_of_minus_inf_scores_is_nan():
+    # Documented difference (docs/limits.md): every score of a row -inf (infinite inputs; no
+    # mask) gives NaN on tpu, 0 on the CPU (both paths). The guard that would give 0 keeps
+    # libtpu from rewriting attention into its flash kernel.
+    q, k, v = qkv(1, 1, 1, 3, 4, 8)
+    q[0, 0, 1, 0], k[0, 0, :, 0] = -1.0, float("inf")
+    out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV)).cpu()
+    ref = F.scaled_dot_product_attention(q, k, v)
+    assert (ref[0, 0, 1] == 0).all() and out[0, 0, 1].isnan().all()
 
 
 def test_scale_and_views():
