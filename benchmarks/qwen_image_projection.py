@@ -47,7 +47,9 @@ def graph_estimate(blocks, size, text_tokens):
     inputs = dict(
         hidden_states=torch.randn(1, side * side, 64, dtype=torch.bfloat16),
         encoder_hidden_states=torch.randn(1, text_tokens, 3584, dtype=torch.bfloat16),
-        encoder_hidden_states_mask=torch.ones(1, text_tokens, dtype=torch.long),
+        # The pipeline passes no mask for a prompt without padding (it drops an all-ones
+        # prompt_embeds_mask), so the joint attention is unmasked, as here.
+        encoder_hidden_states_mask=None,
         timestep=torch.tensor([0.5], dtype=torch.bfloat16), img_shapes=[[(1, side, side)]])
     model.to("tpu")
     args = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}

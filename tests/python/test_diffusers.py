@@ -218,11 +218,11 @@ def test_group_offloading_with_streams(mode):
 
 
 @pytest.mark.parametrize("use_stream", [False, True])
-def test_group_offloading_to_disk_is_refused_by_safetensors_and_to_memory_works(tmp_path, use_stream):
+def test_group_offloading_to_disk_by_device_name_is_refused_by_safetensors(tmp_path, use_stream):
     """Group offloading to disk reads each group back with safetensors, and Diffusers asks it for
     device "tpu" (even with streams: the group of top-level modules loads without one), a name
     safetensors 0.8 refuses in Rust with no extension point (docs/diffusers.md). Offloading to
-    CPU memory, the alternative the docs name, works with and without streams."""
+    CPU memory works with and without streams."""
     import safetensors
 
     model = _tiny_qwen_image_transformer()
@@ -239,6 +239,21 @@ def test_group_offloading_to_disk_is_refused_by_safetensors_and_to_memory_works(
         for _ in range(2):
             out = model(**_transformer_inputs("tpu")).sample
             torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_group_offloading_to_disk_with_the_device_index_works(tmp_path):
+    """The working spelling: onload_device=0, the index of the current accelerator, which
+    Diffusers hands to safetensors as it is and safetensors resolves through torch to tpu:0."""
+    model = _tiny_qwen_image_transformer()
+    with torch.no_grad():
+        expected = model(**_transformer_inputs("cpu")).sample
+        model.enable_group_offload(onload_device=0, offload_device="cpu", offload_type="block_level",
+                                   num_blocks_per_group=1, offload_to_disk_path=str(tmp_path))
+        for _ in range(2):
+            out = model(**_transformer_inputs("tpu")).sample
+            assert out.device.type == "tpu"
+            torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+    assert list(tmp_path.glob("*.safetensors"))
 
 
 def test_transformer_compiled_with_dynamic_shapes_over_three_sizes():
