@@ -152,17 +152,24 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
   const int64_t Lq = flash_length(d.Lq), Lk = flash_length(d.Lk);
   const bool pad_keys = Lk != d.Lk;
   Value q_scaled = mul(b, q, constant(b, scale, in, q.shape()));
+  // The padded arrays are written with dynamic_update_slice into a filled one: libtpu turns a
+  // pad or concatenate along the sequence into a ConcatBitcast call its cost analysis does not
+  // model (the module then has no estimate).
+  const std::vector<Value> origin(4, constant(b, 0.0, DType::S32));
   if (Lq != d.Lq) {
-    q_scaled = pad(b, q_scaled, constant(b, 0.0, in), {0, 0, 0, 0}, {0, 0, Lq - d.Lq, 0}, {0, 0, 0, 0});
+    q_scaled = dynamic_update_slice(b, constant(b, 0.0, in, {d.B, d.Hkv * d.G, Lq, d.E}), q_scaled, origin);
   }
   Dims pd = d;
   pd.Lq = Lq;
   pd.Lk = Lk;
   if (pad_keys) {
     Value first_key = slice(b, k, {0, 0, 0, 0}, {d.B, d.Hkv, 1, d.E}, {1, 1, 1, 1});
-    k = concatenate(b, {k, broadcast_to(b, first_key, {d.B, d.Hkv, Lk - d.Lk, d.E})}, 2);
-    Value ones = constant(b, 1.0, in, {d.B, d.Hkv, d.Lk, 1});
-    v = pad(b, concatenate(b, {v, ones}, 3), constant(b, 0.0, in), {0, 0, 0, 0}, {0, 0, Lk - d.Lk, 127}, {0, 0, 0, 0});
+    k = dynamic_update_slice(b, broadcast_to(b, first_key, {d.B, d.Hkv, Lk, d.E}), k, origin);
+    Type index(DType::S32, {d.B, d.Hkv, Lk, d.Ev + 128});
+    Value share_column = binary(b, "stablehlo.and", compare(b, iota(b, index, 3), constant(b, d.Ev, DType::S32, index.shape), "EQ"),
+                                compare(b, iota(b, index, 2), constant(b, d.Lk, DType::S32, index.shape), "LT"));
+    Value filled = select(b, share_column, constant(b, 1.0, in, index.shape), constant(b, 0.0, in, index.shape));
+    v = dynamic_update_slice(b, filled, v, origin);
   }
   Value s = dot_general(b, grouped(b, q_scaled, pd), k, {0, 1}, {0, 1}, {col_dim(pd)}, {3}, acc);
   const int64_t col = col_dim(pd);
