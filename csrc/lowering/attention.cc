@@ -6,8 +6,9 @@
 // kernel (unmasked_attention_forward). With a mask, numerics follow PyTorch's CPU flash kernel
 // rather than its math path: bf16/f16 operands go into the matmuls as they are, with f32
 // accumulation; scores, max, exponentials and sums are f32; the unnormalised probabilities are
-// rounded to the operand type for the product with v, and the sum divides afterwards. (The math path upcasts q, k and v to f32 and materialises f32
-// scores: about 4x the time and memory of this on a TPU, docs/diffusers.md.) Rows with nothing
+// rounded to the operand type for the product with v, and the sum divides afterwards. (The math
+// path upcasts q, k and v to f32 and materialises f32 scores: about 4x the time and memory of
+// this on a TPU, docs/diffusers.md.) Rows with nothing
 // left after masking give 0, as the math path's _safe_softmax does; their logsumexp is +inf so
 // the backward's exp(s - lse) is 0 there.
 //
@@ -150,13 +151,13 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
   Builder& b = c.b;
   DType in = q.dtype(), acc = float_opmath(in);
   const int64_t Lq = flash_length(d.Lq), Lk = flash_length(d.Lk);
-  const bool pad_keys = Lk != d.Lk;
+  const bool pad_queries = Lq != d.Lq, pad_keys = Lk != d.Lk;
   Value q_scaled = mul(b, q, constant(b, scale, in, q.shape()));
   // The padded arrays are written with dynamic_update_slice into a filled one: libtpu turns a
   // pad or concatenate along the sequence into a ConcatBitcast call its cost analysis does not
   // model (the module then has no estimate).
   const std::vector<Value> origin(4, constant(b, 0.0, DType::S32));
-  if (Lq != d.Lq) {
+  if (pad_queries) {
     q_scaled = dynamic_update_slice(b, constant(b, 0.0, in, {d.B, d.Hkv * d.G, Lq, d.E}), q_scaled, origin);
   }
   Dims pd = d;
@@ -182,7 +183,7 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
   Value lse = add(b, m, unary(b, "stablehlo.log", l));
   std::vector<int64_t> start(o.rank(), 0), limit = o.shape(), step(o.rank(), 1);
   limit[o.rank() - 2] = d.Lq;
-  if (pad_keys || Lq != d.Lq) {
+  if (pad_queries) {
     std::vector<int64_t> lse_limit = lse.shape();
     lse_limit.back() = d.Lq;
     lse = slice(b, lse, std::vector<int64_t>(lse.rank(), 0), lse_limit, std::vector<int64_t>(lse.rank(), 1));
@@ -195,7 +196,7 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
     limit.back() = d.Ev;
     o = div(b, slice(b, o, start, limit, step), keep_dims(b, share, limit));
     lse = add(b, lse, unary(b, "stablehlo.log", share));
-  } else if (Lq != d.Lq) {
+  } else if (pad_queries) {
     o = slice(b, o, start, limit, step);
   }
   lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
