@@ -137,7 +137,7 @@ Value softmax_last(hlo::Builder& b, Value s) {
   for (int64_t i = 0; i < last; ++i) kept.push_back(i);
   Value x = hlo::convert(b, s, acc(dt));
   Value mx = hlo::reduce(b, x, {last}, "max");
-  Value e = hlo::unary(b, "stablehlo.exponential",
+  Value e = hlo::unary(b, hlo::Unary::Exponential,
                        hlo::sub(b, x, hlo::broadcast_in_dim(b, mx, shape, kept)));
   Value sum = hlo::reduce(b, e, {last}, "add");
   Value p = hlo::div(b, e, hlo::broadcast_in_dim(b, sum, shape, kept));
@@ -179,7 +179,7 @@ Workload norm(DType dt, int64_t rows, int64_t cols, bool rms) {
             Value d = x;
             if (!rms) d = hlo::sub(b, x, back(mean_of(x)));
             Value var = mean_of(hlo::mul(b, d, d));
-            Value rstd = hlo::unary(b, "stablehlo.rsqrt",
+            Value rstd = hlo::unary(b, hlo::Unary::Rsqrt,
                                     hlo::add(b, var, hlo::constant(b, 1e-5, a, {rows})));
             Value y = hlo::mul(b, d, back(rstd));
             y = hlo::mul(b, y, hlo::broadcast_in_dim(b, hlo::convert(b, w, a), shape, {1}));
@@ -264,7 +264,7 @@ Workload swiglu_mlp(DType dt, int64_t k, int64_t n) {
             Value down = m.param(Type(dt, {k, n}));
             Value g = hlo::dot_general(m.b(), x, gate, {}, {}, {1}, {1}, dt);
             Value u = hlo::dot_general(m.b(), x, up, {}, {}, {1}, {1}, dt);
-            Value act = hlo::mul(m.b(), hlo::mul(m.b(), g, hlo::unary(m.b(), "stablehlo.logistic", g)), u);
+            Value act = hlo::mul(m.b(), hlo::mul(m.b(), g, hlo::unary(m.b(), hlo::Unary::Logistic, g)), u);
             return m.finish({hlo::dot_general(m.b(), act, down, {}, {}, {1}, {1}, dt)});
           }};
 }

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "hlo/ops.h"
+
 namespace tpu::hlo {
 namespace {
 
@@ -21,17 +23,10 @@ std::string dense_2d(const std::vector<std::vector<int64_t>>& rows) {
 std::string groups_attr(const ReplicaGroups& groups) { return "replica_groups = " + dense_2d(groups); }
 
 std::string combiner(Builder& b, DType t, const std::string& kind) {
-  std::string op = kind == "add" ? "stablehlo.add"
-                   : kind == "mul" ? "stablehlo.multiply"
-                   : kind == "max" ? "stablehlo.maximum"
-                   : kind == "min" ? "stablehlo.minimum"
-                                   : "";
-  if (op.empty()) throw std::invalid_argument("collective: unknown reduction " + kind);
-  if (t == DType::Pred) op = (kind == "add" || kind == "max") ? "stablehlo.or" : "stablehlo.and";
-  Type s(t, {});
-  return b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
-    return std::vector<Value>{r.emit1(op, {a[0], a[1]}, s)};
-  });
+  if (kind != "add" && kind != "mul" && kind != "max" && kind != "min") {
+    throw std::invalid_argument("collective: unknown reduction " + kind);
+  }
+  return scalar_region(b, t, reduction_op(kind, t));
 }
 
 int64_t group_size(const ReplicaGroups& groups) { return groups.empty() ? 0 : static_cast<int64_t>(groups[0].size()); }

@@ -26,10 +26,9 @@ Value round_normal(Builder& b, Value x, int m) {
   int drop = 23 - m;
   auto u32 = [&](double v) { return constant(b, v, DType::U32, x.shape()); };
   Value bits = bitcast_convert(b, x, DType::U32);
-  Value lsb = b.emit1("stablehlo.and", {b.emit1("stablehlo.shift_right_logical", {bits, u32(drop)}, bits.type), u32(1)},
-                      bits.type);
+  Value lsb = binary(b, Binary::And, binary(b, Binary::ShiftRightLogical, bits, u32(drop)), u32(1));
   bits = add(b, bits, add(b, u32(std::ldexp(1.0, drop - 1) - 1), lsb));
-  bits = b.emit1("stablehlo.and", {bits, u32(4294967296.0 - std::ldexp(1.0, drop))}, bits.type);
+  bits = binary(b, Binary::And, bits, u32(4294967296.0 - std::ldexp(1.0, drop)));
   return bitcast_convert(b, bits, DType::F32);
 }
 
@@ -38,16 +37,16 @@ Value round_normal(Builder& b, Value x, int m) {
 Value to_float8(Builder& b, Value x, DType dtype) {
   Float8Format f = format_of(dtype);
   auto f32 = [&](double v) { return constant(b, v, DType::F32, x.shape()); };
-  Value mag = unary(b, "stablehlo.abs", x);
+  Value mag = unary(b, Unary::Abs, x);
   // Below the smallest normal the spacing is fixed: scale it to 1 and round to an integer.
   double spacing = std::ldexp(1.0, f.min_normal_exponent - f.mantissa_bits);
-  Value sub = mul(b, unary(b, "stablehlo.round_nearest_even", mul(b, x, f32(1.0 / spacing))), f32(spacing));
-  Value r = select(b, compare(b, mag, f32(std::ldexp(1.0, f.min_normal_exponent)), "LT"), sub,
+  Value sub = mul(b, unary(b, Unary::RoundNearestEven, mul(b, x, f32(1.0 / spacing))), f32(spacing));
+  Value r = select(b, compare(b, mag, f32(std::ldexp(1.0, f.min_normal_exponent)), Direction::LT), sub,
                    round_normal(b, x, f.mantissa_bits));
-  r = select(b, compare(b, mag, f32(INFINITY), "LT"), r, x);  // ±inf and NaN as they are
+  r = select(b, compare(b, mag, f32(INFINITY), Direction::LT), r, x);  // ±inf and NaN as they are
   if (dtype == DType::F8E4M3FN) {
-    r = select(b, compare(b, r, f32(f.max_finite), "GT"), f32(f.max_finite), r);
-    r = select(b, compare(b, r, f32(-f.max_finite), "LT"), f32(-f.max_finite), r);
+    r = select(b, compare(b, r, f32(f.max_finite), Direction::GT), f32(f.max_finite), r);
+    r = select(b, compare(b, r, f32(-f.max_finite), Direction::LT), f32(-f.max_finite), r);
   }
   return b.emit1("stablehlo.convert", {r}, Type(dtype, x.shape()));
 }

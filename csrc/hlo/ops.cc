@@ -49,24 +49,25 @@ std::string scalar_literal(double v, DType t) {
   return std::to_string(static_cast<int64_t>(v));
 }
 
-std::string reduction_op(const std::string& kind, DType t) {
-  if (kind == "add") return t == DType::Pred ? "stablehlo.or" : "stablehlo.add";
-  if (kind == "mul") return t == DType::Pred ? "stablehlo.and" : "stablehlo.multiply";
-  if (kind == "max") return t == DType::Pred ? "stablehlo.or" : "stablehlo.maximum";
-  if (kind == "min") return t == DType::Pred ? "stablehlo.and" : "stablehlo.minimum";
-  if (kind == "and") return "stablehlo.and";
-  if (kind == "or") return "stablehlo.or";
+}  // namespace
+
+Binary reduction_op(const std::string& kind, DType t) {
+  bool pred = t == DType::Pred;
+  if (kind == "add") return pred ? Binary::Or : Binary::Add;
+  if (kind == "mul") return pred ? Binary::And : Binary::Multiply;
+  if (kind == "max") return pred ? Binary::Or : Binary::Maximum;
+  if (kind == "min") return pred ? Binary::And : Binary::Minimum;
+  if (kind == "and") return Binary::And;
+  if (kind == "or") return Binary::Or;
   throw std::logic_error("unknown reduction kind " + kind);
 }
 
-std::string scalar_region(Builder& b, DType t, const std::string& op) {
+std::string scalar_region(Builder& b, DType t, Binary op) {
   Type s(t, {});
   return b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
-    return std::vector<Value>{r.emit1(op, {a[0], a[1]}, s)};
+    return std::vector<Value>{binary(r, op, a[0], a[1])};
   });
 }
-
-}  // namespace
 
 Value constant(Builder& b, double value, DType dtype, const std::vector<int64_t>& shape) {
   // A float8 constant is rounded by convert, so it follows PyTorch's rule (e4m3fn saturates).
@@ -92,7 +93,92 @@ Value constant_float_vector(Builder& b, const std::vector<double>& values, DType
 
 Value zeros(Builder& b, const Type& type) { return constant(b, 0, type.dtype, type.shape); }
 
-Value unary(Builder& b, const std::string& op, Value x) { return b.emit1(op, {x}, x.type); }
+const char* op_name(Unary op) {
+  switch (op) {
+    case Unary::Abs: return "stablehlo.abs";
+    case Unary::Ceil: return "stablehlo.ceil";
+    case Unary::Cosine: return "stablehlo.cosine";
+    case Unary::Exponential: return "stablehlo.exponential";
+    case Unary::ExponentialMinusOne: return "stablehlo.exponential_minus_one";
+    case Unary::Floor: return "stablehlo.floor";
+    case Unary::Imag: return "stablehlo.imag";
+    case Unary::IsFinite: return "stablehlo.is_finite";
+    case Unary::Log: return "stablehlo.log";
+    case Unary::LogPlusOne: return "stablehlo.log_plus_one";
+    case Unary::Logistic: return "stablehlo.logistic";
+    case Unary::Negate: return "stablehlo.negate";
+    case Unary::Not: return "stablehlo.not";
+    case Unary::Real: return "stablehlo.real";
+    case Unary::RoundNearestEven: return "stablehlo.round_nearest_even";
+    case Unary::Rsqrt: return "stablehlo.rsqrt";
+    case Unary::Sign: return "stablehlo.sign";
+    case Unary::Sine: return "stablehlo.sine";
+    case Unary::Sqrt: return "stablehlo.sqrt";
+    case Unary::Tan: return "stablehlo.tan";
+    case Unary::Tanh: return "stablehlo.tanh";
+    case Unary::Acos: return "chlo.acos";
+    case Unary::Acosh: return "chlo.acosh";
+    case Unary::Asin: return "chlo.asin";
+    case Unary::Asinh: return "chlo.asinh";
+    case Unary::Atanh: return "chlo.atanh";
+    case Unary::Cosh: return "chlo.cosh";
+    case Unary::Digamma: return "chlo.digamma";
+    case Unary::Erf: return "chlo.erf";
+    case Unary::Erfc: return "chlo.erfc";
+    case Unary::ErfInv: return "chlo.erf_inv";
+    case Unary::Lgamma: return "chlo.lgamma";
+    case Unary::Sinh: return "chlo.sinh";
+  }
+  throw std::logic_error("unknown unary op");
+}
+
+const char* op_name(Binary op) {
+  switch (op) {
+    case Binary::Add: return "stablehlo.add";
+    case Binary::Subtract: return "stablehlo.subtract";
+    case Binary::Multiply: return "stablehlo.multiply";
+    case Binary::Divide: return "stablehlo.divide";
+    case Binary::Remainder: return "stablehlo.remainder";
+    case Binary::Power: return "stablehlo.power";
+    case Binary::Maximum: return "stablehlo.maximum";
+    case Binary::Minimum: return "stablehlo.minimum";
+    case Binary::Atan2: return "stablehlo.atan2";
+    case Binary::And: return "stablehlo.and";
+    case Binary::Or: return "stablehlo.or";
+    case Binary::Xor: return "stablehlo.xor";
+    case Binary::ShiftLeft: return "stablehlo.shift_left";
+    case Binary::ShiftRightLogical: return "stablehlo.shift_right_logical";
+    case Binary::ShiftRightArithmetic: return "stablehlo.shift_right_arithmetic";
+  }
+  throw std::logic_error("unknown binary op");
+}
+
+const char* direction_name(Direction direction) {
+  switch (direction) {
+    case Direction::EQ: return "EQ";
+    case Direction::NE: return "NE";
+    case Direction::LT: return "LT";
+    case Direction::LE: return "LE";
+    case Direction::GT: return "GT";
+    case Direction::GE: return "GE";
+  }
+  throw std::logic_error("unknown comparison direction");
+}
+
+Value unary(Builder& b, Unary op, Value x) {
+  Type result = x.type;
+  if (op == Unary::IsFinite) result.dtype = DType::Pred;
+  if (op == Unary::Abs || op == Unary::Real || op == Unary::Imag) result.dtype = real_part(x.dtype());
+  return b.emit1(op_name(op), {x}, result);
+}
+Value real(Builder& b, Value x) { return unary(b, Unary::Real, x); }
+Value imag(Builder& b, Value x) { return unary(b, Unary::Imag, x); }
+Value complex(Builder& b, Value re, Value im) {
+  if (re.type != im.type) {
+    throw std::logic_error("complex: part types differ: " + re.type.str() + " vs " + im.type.str());
+  }
+  return b.emit1("stablehlo.complex", {re, im}, Type(complex_of(re.dtype()), re.shape()));
+}
 
 namespace {
 
@@ -105,34 +191,35 @@ Value integer_power(Builder& b, Value x, Value y) {
   Value one = k(1), zero = k(0);
   Value result = one, base = x, e = y;
   for (int i = 0; i < bit_width(t.dtype); ++i) {
-    Value bit = compare(b, b.emit1("stablehlo.and", {e, one}, t), zero, "NE");
-    result = select(b, bit, b.emit1("stablehlo.multiply", {result, base}, t), result);
-    base = b.emit1("stablehlo.multiply", {base, base}, t);
-    e = b.emit1("stablehlo.shift_right_logical", {e, one}, t);
+    Value bit = compare(b, binary(b, Binary::And, e, one), zero, Direction::NE);
+    result = select(b, bit, mul(b, result, base), result);
+    base = mul(b, base, base);
+    e = binary(b, Binary::ShiftRightLogical, e, one);
   }
   if (is_unsigned(t.dtype)) return result;
-  Value odd = compare(b, b.emit1("stablehlo.and", {y, one}, t), zero, "NE");
-  Value negative = select(b, compare(b, x, one, "EQ"), one,
-                          select(b, compare(b, x, k(-1), "EQ"), select(b, odd, k(-1), one), zero));
-  return select(b, compare(b, y, zero, "LT"), negative, result);
+  Value odd = compare(b, binary(b, Binary::And, y, one), zero, Direction::NE);
+  Value negative = select(b, compare(b, x, one, Direction::EQ), one,
+                          select(b, compare(b, x, k(-1), Direction::EQ), select(b, odd, k(-1), one), zero));
+  return select(b, compare(b, y, zero, Direction::LT), negative, result);
 }
 
 }  // namespace
 
-Value binary(Builder& b, const std::string& op, Value x, Value y) {
+Value binary(Builder& b, Binary op, Value x, Value y) {
   if (x.type != y.type) {
-    throw std::logic_error(op + ": operand types differ: " + x.type.str() + " vs " + y.type.str());
+    throw std::logic_error(std::string(op_name(op)) + ": operand types differ: " + x.type.str() + " vs " +
+                           y.type.str());
   }
-  if (op == "stablehlo.power" && is_integer(x.dtype())) return integer_power(b, x, y);
-  return b.emit1(op, {x, y}, x.type);
+  if (op == Binary::Power && is_integer(x.dtype())) return integer_power(b, x, y);
+  return b.emit1(op_name(op), {x, y}, x.type);
 }
-Value add(Builder& b, Value x, Value y) { return binary(b, "stablehlo.add", x, y); }
-Value sub(Builder& b, Value x, Value y) { return binary(b, "stablehlo.subtract", x, y); }
-Value mul(Builder& b, Value x, Value y) { return binary(b, "stablehlo.multiply", x, y); }
-Value div(Builder& b, Value x, Value y) { return binary(b, "stablehlo.divide", x, y); }
-Value max(Builder& b, Value x, Value y) { return binary(b, "stablehlo.maximum", x, y); }
-Value min(Builder& b, Value x, Value y) { return binary(b, "stablehlo.minimum", x, y); }
-Value neg(Builder& b, Value x) { return unary(b, "stablehlo.negate", x); }
+Value add(Builder& b, Value x, Value y) { return binary(b, Binary::Add, x, y); }
+Value sub(Builder& b, Value x, Value y) { return binary(b, Binary::Subtract, x, y); }
+Value mul(Builder& b, Value x, Value y) { return binary(b, Binary::Multiply, x, y); }
+Value div(Builder& b, Value x, Value y) { return binary(b, Binary::Divide, x, y); }
+Value max(Builder& b, Value x, Value y) { return binary(b, Binary::Maximum, x, y); }
+Value min(Builder& b, Value x, Value y) { return binary(b, Binary::Minimum, x, y); }
+Value neg(Builder& b, Value x) { return unary(b, Unary::Negate, x); }
 
 Value convert(Builder& b, Value x, DType dtype) {
   if (x.dtype() == dtype) return x;
@@ -140,10 +227,10 @@ Value convert(Builder& b, Value x, DType dtype) {
   if (is_float8(x.dtype()) && dtype != DType::F32) return convert(b, convert(b, x, DType::F32), dtype);
   if (is_float8(dtype)) return to_float8(b, convert(b, x, DType::F32), dtype);
   if (dtype == DType::Pred) {  // XLA converts to i1 by truncation; PyTorch tests != 0.
-    return compare(b, x, zeros(b, x.type), "NE");
+    return compare(b, x, zeros(b, x.type), Direction::NE);
   }
   if (is_complex(x.dtype()) && !is_complex(dtype)) {
-    x = b.emit1("stablehlo.real", {x}, Type(real_part(x.dtype()), x.shape()));
+    x = real(b, x);
   }
   if (x.dtype() == DType::Pred && (is_float(dtype) || is_complex(dtype))) {
     // XLA's simplifier rewrites y * convert(p) as select(p, y, 0), which turns inf * False into
@@ -160,18 +247,23 @@ Value bitcast_convert(Builder& b, Value x, DType dtype) {
   bool byte = dtype == DType::U8 || dtype == DType::S8;
   if (x.dtype() == DType::Pred && byte) return convert(b, x, dtype);
   if (dtype == DType::Pred && (x.dtype() == DType::U8 || x.dtype() == DType::S8)) {
-    return compare(b, x, zeros(b, x.type), "NE");
+    return compare(b, x, zeros(b, x.type), Direction::NE);
   }
   return b.emit1("stablehlo.bitcast_convert", {x}, Type(dtype, x.shape()));
 }
 
-Value compare(Builder& b, Value x, Value y, const std::string& direction) {
+Value compare(Builder& b, Value x, Value y, Direction direction) {
   if (x.type != y.type) {
     throw std::logic_error("compare: operand types differ: " + x.type.str() + " vs " + y.type.str());
   }
   return b.emit1("stablehlo.compare", {x, y}, Type(DType::Pred, x.shape()),
-                 "comparison_direction = #stablehlo<comparison_direction " + direction + ">");
+                 std::string("comparison_direction = #stablehlo<comparison_direction ") +
+                     direction_name(direction) + ">");
 }
+
+Value is_nan(Builder& b, Value x) { return compare(b, x, x, Direction::NE); }
+Value logical_and(Builder& b, Value x, Value y) { return binary(b, Binary::And, x, y); }
+Value logical_or(Builder& b, Value x, Value y) { return binary(b, Binary::Or, x, y); }
 
 Value select(Builder& b, Value pred, Value on_true, Value on_false) {
   return b.emit1("stablehlo.select", {pred, on_true, on_false}, on_true.type);
@@ -475,7 +567,7 @@ Value scatter(Builder& b, Value operand, Value indices, Value updates, const Sca
   Type s(operand.dtype(), {});
   std::string body = b.region({s, s}, [&](Builder& r, const std::vector<Value>& a) {
     if (combine.empty()) return std::vector<Value>{a[1]};
-    return std::vector<Value>{r.emit1(reduction_op(combine, s.dtype), {a[0], a[1]}, s)};
+    return std::vector<Value>{binary(r, reduction_op(combine, s.dtype), a[0], a[1])};
   });
   return b.emit1("stablehlo.scatter", {operand, indices, updates}, operand.type, attrs, {body});
 }
@@ -491,7 +583,7 @@ std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t 
   DType key = operands[0].dtype();
   std::string body = b.region(scalars, [&](Builder& r, const std::vector<Value>& a) {
     std::string attrs = std::string("comparison_direction = #stablehlo<comparison_direction ") +
-                        (descending ? "GT" : "LT") + ">";
+                        direction_name(descending ? Direction::GT : Direction::LT) + ">";
     Value x = a[0], y = a[1];
     if (is_float(key)) {
       // PyTorch's order: every NaN (whatever its sign bit: inf - inf is -NaN on x86) after +inf,
@@ -500,7 +592,7 @@ std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t 
       auto canonical = [&](Value v) {
         Value zero = constant(r, 0, key, {});
         Value positive_nan = constant(r, std::numeric_limits<double>::quiet_NaN(), key, {});
-        return select(r, compare(r, v, v, "NE"), positive_nan, select(r, compare(r, v, zero, "EQ"), zero, v));
+        return select(r, compare(r, v, v, Direction::NE), positive_nan, select(r, compare(r, v, zero, Direction::EQ), zero, v));
       };
       x = canonical(x), y = canonical(y);
       attrs += ", compare_type = #stablehlo<comparison_type TOTALORDER>";

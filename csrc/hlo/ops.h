@@ -15,9 +15,30 @@ Value constant_i64_vector(Builder& b, const std::vector<int64_t>& values, DType 
 Value constant_float_vector(Builder& b, const std::vector<double>& values, DType dtype);
 Value zeros(Builder& b, const Type& type);
 
-// Element-wise.
-Value unary(Builder& b, const std::string& op, Value x);                  // "stablehlo.exponential"...
-Value binary(Builder& b, const std::string& op, Value x, Value y);         // same shapes and types
+// Element-wise ops, named by enumerators so that a misspelt op is a compile error.
+enum class Unary {
+  Abs, Ceil, Cosine, Exponential, ExponentialMinusOne, Floor, Imag, IsFinite, Log, LogPlusOne,
+  Logistic, Negate, Not, Real, RoundNearestEven, Rsqrt, Sign, Sine, Sqrt, Tan, Tanh,
+  // CHLO ops: the plugins decompose them into StableHLO when they legalise the module.
+  Acos, Acosh, Asin, Asinh, Atanh, Cosh, Digamma, Erf, Erfc, ErfInv, Lgamma, Sinh,
+};
+enum class Binary {
+  Add, Subtract, Multiply, Divide, Remainder, Power, Maximum, Minimum, Atan2,
+  And, Or, Xor, ShiftLeft, ShiftRightLogical, ShiftRightArithmetic,
+};
+enum class Direction { EQ, NE, LT, LE, GT, GE };
+// "stablehlo.abs", "chlo.erf", "EQ"...
+const char* op_name(Unary op);
+const char* op_name(Binary op);
+const char* direction_name(Direction direction);
+
+// The result has x's type, except: Abs, Real and Imag of a complex value give its real type,
+// IsFinite gives i1.
+Value unary(Builder& b, Unary op, Value x);
+Value binary(Builder& b, Binary op, Value x, Value y);  // same shapes and types
+Value real(Builder& b, Value x);
+Value imag(Builder& b, Value x);
+Value complex(Builder& b, Value re, Value im);          // re, im real of one type
 Value add(Builder& b, Value x, Value y);
 Value sub(Builder& b, Value x, Value y);
 Value mul(Builder& b, Value x, Value y);
@@ -29,9 +50,11 @@ Value convert(Builder& b, Value x, DType dtype);  // no-op when already `dtype`
 Value bitcast_convert(Builder& b, Value x, DType dtype);
 // An f32 value rounded to a float8 type as PyTorch rounds it (float8.cc).
 Value to_float8(Builder& b, Value x, DType dtype);
-// direction: EQ NE LT LE GT GE
-Value compare(Builder& b, Value x, Value y, const std::string& direction);
+Value compare(Builder& b, Value x, Value y, Direction direction);
 Value select(Builder& b, Value pred, Value on_true, Value on_false);
+Value is_nan(Builder& b, Value x);                   // x != x
+Value logical_and(Builder& b, Value x, Value y);     // i1 (or bitwise on integers)
+Value logical_or(Builder& b, Value x, Value y);
 Value clamp(Builder& b, Value lo, Value x, Value hi);
 
 // Shapes.
@@ -55,6 +78,10 @@ Value reverse(Builder& b, Value x, const std::vector<int64_t>& dims);
 
 // Reductions: `kind` is "add", "mul", "max", "min", "and", "or".
 Value reduce(Builder& b, Value x, const std::vector<int64_t>& dims, const std::string& kind);
+// The op combining two elements in a reduction of `kind` (on i1: "add"/"max" are Or, "mul"/"min" And),
+// and a scalar region applying it (the body of reduce, reduce_window and collectives).
+Binary reduction_op(const std::string& kind, DType dtype);
+std::string scalar_region(Builder& b, DType dtype, Binary op);
 // Identity element of a reduction kind for dtype.
 Value reduction_init(Builder& b, const std::string& kind, DType dtype);
 Value reduce_window(Builder& b, Value x, const std::string& kind, const std::vector<int64_t>& window,
@@ -80,7 +107,7 @@ struct ScatterDims {
 Value scatter(Builder& b, Value operand, Value indices, Value updates, const ScatterDims& dims,
               const std::string& combine);
 
-// Sort along `dim`; operands sorted together by the first one's order (comparison "LT"/"GT",
+// Sort along `dim`; operands sorted together by the first one's order (comparison LT/GT,
 // NaN ordered last like PyTorch). Returns all operands sorted.
 std::vector<Value> sort(Builder& b, const std::vector<Value>& operands, int64_t dim, bool descending,
                         bool stable);

@@ -1,5 +1,7 @@
 #include "hlo/types.h"
 
+#include <stdexcept>
+
 namespace tpu::hlo {
 
 const char* mlir_name(DType t) {
@@ -64,6 +66,12 @@ DType real_part(DType t) {
   if (t == DType::C64) return DType::F32;
   if (t == DType::C128) return DType::F64;
   return t;
+}
+
+DType complex_of(DType t) {
+  if (t == DType::F32 || t == DType::C64) return DType::C64;
+  if (t == DType::F64 || t == DType::C128) return DType::C128;
+  throw std::logic_error(std::string("no complex type has real part ") + mlir_name(t));
 }
 
 int64_t Type::numel() const {

@@ -24,6 +24,8 @@ inline bool is_unsigned(DType t) {
 inline bool is_integer(DType t) { return !is_float(t) && !is_complex(t) && t != DType::Pred; }
 // Real part type of a complex type (identity otherwise).
 DType real_part(DType t);
+// The complex type with real part `t` (f32 -> complex<f32>, f64 -> complex<f64>).
+DType complex_of(DType t);
 
 struct Type {
   DType dtype = DType::F32;

@@ -20,12 +20,9 @@ DType math_type(Context& c, size_t out = 0) { return opmath(c.out(out).dtype); }
 Value operand(Context& c, size_t i, DType t) { return cast_to(c.b, c.tensor(i), t, c.out().shape); }
 
 Value k(Builder& b, double v, const Value& like) { return scalar_like(b, v, like); }
-Value lt(Builder& b, Value x, double v) { return compare(b, x, k(b, v, x), "LT"); }
-Value le(Builder& b, Value x, double v) { return compare(b, x, k(b, v, x), "LE"); }
-Value gt(Builder& b, Value x, double v) { return compare(b, x, k(b, v, x), "GT"); }
-Value land(Builder& b, Value x, Value y) { return binary(b, "stablehlo.and", x, y); }
-Value lor(Builder& b, Value x, Value y) { return binary(b, "stablehlo.or", x, y); }
-Value isnan(Builder& b, Value x) { return compare(b, x, x, "NE"); }
+Value lt(Builder& b, Value x, double v) { return compare(b, x, k(b, v, x), Direction::LT); }
+Value le(Builder& b, Value x, double v) { return compare(b, x, k(b, v, x), Direction::LE); }
+Value gt(Builder& b, Value x, double v) { return compare(b, x, k(b, v, x), Direction::GT); }
 
 std::vector<Value> one(Context& c, Value r) { return {convert(c.b, r, c.out().dtype)}; }
 
@@ -49,7 +46,7 @@ std::vector<Value> elu(Context& c) {
   Builder& b = c.b;
   DType t = math_type(c);
   Value x = operand(c, 0, t), alpha = operand(c, 1, t), scale = operand(c, 2, t), in_scale = operand(c, 3, t);
-  Value negative = mul(b, mul(b, alpha, scale), unary(b, "stablehlo.exponential_minus_one", mul(b, x, in_scale)));
+  Value negative = mul(b, mul(b, alpha, scale), unary(b, Unary::ExponentialMinusOne, mul(b, x, in_scale)));
   return one(c, select(b, gt(b, x, 0), mul(b, x, scale), negative));
 }
 
@@ -63,7 +60,7 @@ std::vector<Value> elu_backward(Context& c) {
   Value neg_coef = mul(b, alpha, scale);
   Value negative = c.bool_arg(4)
       ? mul(b, mul(b, g, in_scale), add(b, x, neg_coef))  // x is the result
-      : mul(b, mul(b, mul(b, g, in_scale), neg_coef), unary(b, "stablehlo.exponential", mul(b, x, in_scale)));
+      : mul(b, mul(b, mul(b, g, in_scale), neg_coef), unary(b, Unary::Exponential, mul(b, x, in_scale)));
   return one(c, select(b, le(b, x, 0), negative, mul(b, g, scale)));
 }
 
@@ -85,7 +82,7 @@ std::vector<Value> hardsigmoid_backward(Context& c) {  // (grad_output, self)
   Builder& b = c.b;
   DType t = math_type(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t);
-  Value inside = land(b, gt(b, x, -3), lt(b, x, 3));
+  Value inside = logical_and(b, gt(b, x, -3), lt(b, x, 3));
   return one(c, select(b, inside, mul(b, g, k(b, 1.0 / 6.0, g)), k(b, 0, g)));
 }
 
@@ -125,7 +122,7 @@ std::vector<Value> glu(Context& c) {
   require_float(c, "glu");
   DType t = math_type(c);
   Halves h = halves(c.b, convert(c.b, c.tensor(0), t), c.int_arg(1));
-  return one(c, mul(c.b, h.a, unary(c.b, "stablehlo.logistic", h.b)));
+  return one(c, mul(c.b, h.a, unary(c.b, Unary::Logistic, h.b)));
 }
 
 std::vector<Value> glu_backward(Context& c) {  // (grad_output, self, dim)
@@ -134,7 +131,7 @@ std::vector<Value> glu_backward(Context& c) {  // (grad_output, self, dim)
   DType t = math_type(c);
   Halves h = halves(b, convert(b, c.tensor(1), t), c.int_arg(2));
   Value g = convert(b, c.tensor(0), t);
-  Value s = unary(b, "stablehlo.logistic", h.b);
+  Value s = unary(b, Unary::Logistic, h.b);
   Value ga = mul(b, g, s);
   Value gb = mul(b, mul(b, mul(b, sub(b, k(b, 1, s), s), s), h.a), g);
   return one(c, concatenate(b, {ga, gb}, h.dim));
@@ -152,7 +149,7 @@ std::vector<Value> logit(Context& c) {  // (self, eps?)
     // CPU, both tests on x (an eps above 0.5 makes lo > hi)
     x = select(b, lt(b, x, eps), k(b, eps, x), select(b, gt(b, x, 1 - eps), k(b, 1 - eps, x), x));
   }
-  return one(c, unary(b, "stablehlo.log", div(b, x, sub(b, k(b, 1, x), x))));
+  return one(c, unary(b, Unary::Log, div(b, x, sub(b, k(b, 1, x), x))));
 }
 
 std::vector<Value> logit_backward(Context& c) {  // (grad_output, self, eps?)
@@ -163,10 +160,10 @@ std::vector<Value> logit_backward(Context& c) {  // (grad_output, self, eps?)
   double eps = logit_eps(c, 2);
   Value grad = div(b, g, mul(b, x, sub(b, k(b, 1, x), x)));
   // At x = 0 or 1 the CPU gives grad * inf (so -0.0 does not flip the sign).
-  Value edge = lor(b, compare(b, x, k(b, 0, x), "EQ"), compare(b, x, k(b, 1, x), "EQ"));
+  Value edge = logical_or(b, compare(b, x, k(b, 0, x), Direction::EQ), compare(b, x, k(b, 1, x), Direction::EQ));
   grad = select(b, edge, mul(b, g, k(b, INFINITY, g)), grad);
-  if (eps < 0) return one(c, select(b, lor(b, lt(b, x, 0), gt(b, x, 1)), k(b, NAN, g), grad));
-  return one(c, select(b, lor(b, lt(b, x, eps), gt(b, x, 1 - eps)), k(b, 0, g), grad));
+  if (eps < 0) return one(c, select(b, logical_or(b, lt(b, x, 0), gt(b, x, 1)), k(b, NAN, g), grad));
+  return one(c, select(b, logical_or(b, lt(b, x, eps), gt(b, x, 1 - eps)), k(b, 0, g), grad));
 }
 
 // log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)); the CPU kernel
@@ -176,9 +173,9 @@ std::vector<Value> log_sigmoid_forward(Context& c) {
   Builder& b = c.b;
   DType t = math_type(c);
   Value x = operand(c, 0, t);
-  Value z = unary(b, "stablehlo.exponential", neg(b, unary(b, "stablehlo.abs", x)));
+  Value z = unary(b, Unary::Exponential, neg(b, unary(b, Unary::Abs, x)));
   Value m = select(b, lt(b, x, 0), x, k(b, 0, x));  // NaN: the log1p term is NaN anyway
-  Value out = sub(b, m, unary(b, "stablehlo.log_plus_one", z));
+  Value out = sub(b, m, unary(b, Unary::LogPlusOne, z));
   const Type& bt = c.out(1);
   Value buffer = bt.shape == x.shape() ? convert(b, z, bt.dtype) : zeros(b, bt);
   return {convert(b, out, c.out(0).dtype), buffer};
@@ -196,7 +193,7 @@ std::vector<Value> log_sigmoid_backward(Context& c) {
   // empty one (what other devices' forward returns) is recomputed.
   Value z = buf.type.numel() > 0 && broadcastable(buf.shape(), c.out().shape)
       ? operand(c, 2, t)
-      : unary(b, "stablehlo.exponential", neg(b, unary(b, "stablehlo.abs", x)));
+      : unary(b, Unary::Exponential, neg(b, unary(b, Unary::Abs, x)));
   Value negative = lt(b, x, 0);
   Value max_deriv = select(b, negative, k(b, 1, x), k(b, 0, x));
   Value sign = select(b, negative, k(b, 1, x), k(b, -1, x));
@@ -213,7 +210,7 @@ std::vector<Value> threshold(Context& c) {
   DType self = c.tensor(0).dtype(), t = opmath(self);
   auto scalar = [&](size_t i) { return is_float(self) ? operand(c, i, t) : convert(b, operand(c, i, self), t); };
   Value x = operand(c, 0, t), th = scalar(1), v = scalar(2);
-  return one(c, select(b, compare(b, x, th, "LE"), v, x));
+  return one(c, select(b, compare(b, x, th, Direction::LE), v, x));
 }
 
 // _add_relu(self, other, alpha) = clamp(self + alpha * other, 0, largest finite value), as the
@@ -246,7 +243,7 @@ std::vector<Value> add_relu(Context& c) {
   s = select(b, lt(b, s, 0), k(b, 0, s), s);
   if (is_float(t)) {
     Value top = convert(b, constant(b, max_finite(c.out().dtype), DType::F64, s.shape()), t);
-    s = select(b, compare(b, s, top, "GT"), top, s);
+    s = select(b, compare(b, s, top, Direction::GT), top, s);
   }
   return one(c, s);
 }

@@ -19,7 +19,7 @@ std::vector<Value> assert_async(Context& c) {
   if (n > 1) throw InvalidCall("Boolean value of Tensor with more than one value is ambiguous");
   std::string msg = c.has(1) ? c.arg(1).s : "";
   if (msg.empty()) msg = "Expected Tensor with single nonzero value, but got zero";
-  Value zero = x.dtype() == DType::Pred ? unary(b, "stablehlo.not", x) : compare(b, x, zeros(b, x.type), "EQ");
+  Value zero = x.dtype() == DType::Pred ? unary(b, Unary::Not, x) : compare(b, x, zeros(b, x.type), Direction::EQ);
   b.assert_false(reshape(b, zero, {}), msg, CheckKind::RuntimeError);
   return {};
 }

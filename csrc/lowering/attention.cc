@@ -98,7 +98,7 @@ Value scores(Context& c, const std::string& op, Value q, Value k, const Dims& d,
   }
   if (causal) {
     Type index(DType::S64, s.shape());
-    Value above = compare(b, iota(b, index, col_dim(d)), iota(b, index, col_dim(d) - 1), "GT");
+    Value above = compare(b, iota(b, index, col_dim(d)), iota(b, index, col_dim(d) - 1), Direction::GT);
     s = select(b, above, constant(b, -kInf, acc, s.shape()), s);
   }
   return s;
@@ -167,20 +167,20 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
     Value first_key = slice(b, k, {0, 0, 0, 0}, {d.B, d.Hkv, 1, d.E}, {1, 1, 1, 1});
     k = dynamic_update_slice(b, broadcast_to(b, first_key, {d.B, d.Hkv, Lk, d.E}), k, origin);
     Type index(DType::S32, {d.B, d.Hkv, Lk, d.Ev + 128});
-    Value share_column = binary(b, "stablehlo.and", compare(b, iota(b, index, 3), constant(b, d.Ev, DType::S32, index.shape), "EQ"),
-                                compare(b, iota(b, index, 2), constant(b, d.Lk, DType::S32, index.shape), "LT"));
+    Value share_column = binary(b, Binary::And, compare(b, iota(b, index, 3), constant(b, d.Ev, DType::S32, index.shape), Direction::EQ),
+                                compare(b, iota(b, index, 2), constant(b, d.Lk, DType::S32, index.shape), Direction::LT));
     Value filled = select(b, share_column, constant(b, 1.0, in, index.shape), constant(b, 0.0, in, index.shape));
     v = dynamic_update_slice(b, filled, v, origin);
   }
   Value s = dot_general(b, grouped(b, q_scaled, pd), k, {0, 1}, {0, 1}, {col_dim(pd)}, {3}, acc);
   const int64_t col = col_dim(pd);
   Value m = reduce(b, s, {col}, "max");
-  Value e = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, m, s.shape())));
+  Value e = unary(b, Unary::Exponential, sub(b, s, keep_dims(b, m, s.shape())));
   Value l = reduce(b, e, {col}, "add");
   Value p = div(b, e, keep_dims(b, l, e.shape()));
   Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, Ev(+128)]
   // Read only by the backward: a graph without one drops it, and the kernel stays alone.
-  Value lse = add(b, m, unary(b, "stablehlo.log", l));
+  Value lse = add(b, m, unary(b, Unary::Log, l));
   std::vector<int64_t> start(o.rank(), 0), limit = o.shape(), step(o.rank(), 1);
   limit[o.rank() - 2] = d.Lq;
   if (pad_queries) {
@@ -195,7 +195,7 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
     Value share = reshape(b, slice(b, o, share_start, share_limit, step), lse.shape());
     limit.back() = d.Ev;
     o = div(b, slice(b, o, start, limit, step), keep_dims(b, share, limit));
-    lse = add(b, lse, unary(b, "stablehlo.log", share));
+    lse = add(b, lse, unary(b, Unary::Log, share));
   } else if (pad_queries) {
     o = slice(b, o, start, limit, step);
   }
@@ -222,14 +222,14 @@ std::vector<Value> attention_forward(Context& c) {
     m = mul(b, m, constant(b, scale, acc, m.shape()));
     s = mul(b, s, constant(b, scale, acc, s.shape()));  // fuses into the exponential below
   }
-  Value dead = compare(b, m, constant(b, -kInf, acc, m.shape()), "EQ");
+  Value dead = compare(b, m, constant(b, -kInf, acc, m.shape()), Direction::EQ);
   Value m_safe = select(b, dead, zeros(b, m.type), m);
-  Value p = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, m_safe, s.shape())));
+  Value p = unary(b, Unary::Exponential, sub(b, s, keep_dims(b, m_safe, s.shape())));
   Value l = reduce(b, p, {col}, "add");
   Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, Ev]
   o = div(b, o, keep_dims(b, l, o.shape()));
   o = select(b, keep_dims(b, dead, o.shape()), zeros(b, o.type), o);
-  Value lse = add(b, m_safe, unary(b, "stablehlo.log", l));
+  Value lse = add(b, m_safe, unary(b, Unary::Log, l));
   lse = select(b, dead, constant(b, kInf, acc, lse.shape()), lse);
   lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
   return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
@@ -251,7 +251,7 @@ std::vector<Value> attention_backward(Context& c) {
   const std::vector<int64_t> rows = row_dims(d);
   Value lse_g = reshape(b, convert(b, lse, acc), d.G == 1 ? std::vector<int64_t>{d.B, d.Hkv, d.Lq}
                                                            : std::vector<int64_t>{d.B, d.Hkv, d.G, d.Lq});
-  Value p = unary(b, "stablehlo.exponential", sub(b, s, keep_dims(b, lse_g, s.shape())));
+  Value p = unary(b, Unary::Exponential, sub(b, s, keep_dims(b, lse_g, s.shape())));
   Value dout_g = grouped(b, convert(b, dout, in), d);
   // dV = P^T dO, summed over the G query heads sharing each k/v head.
   Value dv = dot_general(b, low(b, p, in), dout_g, {0, 1}, {0, 1}, rows, rows, acc);

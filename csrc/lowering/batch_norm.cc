@@ -74,7 +74,7 @@ std::vector<Value> native_batch_norm(Context& c) {
     mean = convert(b, c.tensor(3), acc);
     var = convert(b, c.tensor(4), acc);
   }
-  Value invstd = training ? batch_norm_invstd(b, var, eps) : unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
+  Value invstd = training ? batch_norm_invstd(b, var, eps) : unary(b, Unary::Rsqrt, add(b, var, vec(eps)));
   Value y = mul(b, sub(b, x, per_channel(mean)), per_channel(invstd));
   if (c.has(1)) y = mul(b, y, per_channel(convert(b, c.tensor(1), acc)));
   if (c.has(2)) y = add(b, y, per_channel(convert(b, c.tensor(2), acc)));
@@ -116,7 +116,7 @@ std::vector<Value> native_batch_norm_backward(Context& c) {
   } else {
     if (!c.has(3) || !c.has(4)) throw std::runtime_error("batch_norm backward: evaluation needs running statistics");
     mean = channel_vec(3);
-    invstd = unary(b, "stablehlo.rsqrt", add(b, channel_vec(4), vec(eps)));
+    invstd = unary(b, Unary::Rsqrt, add(b, channel_vec(4), vec(eps)));
   }
   Value w = c.has(2) ? channel_vec(2) : vec(1.0);
   Value x_hat = mul(b, sub(b, x, per_channel(mean)), per_channel(invstd));

@@ -1,5 +1,5 @@
 // conj_physical / _conj_physical: the materialised complex conjugate (what copies apply when a
-// tensor's lazy conj bit differs from its destination's: engine/eager/math_bits.h). Identity
+// tensor's lazy conj bit differs from its destination's: engine/call/math_bits.h). Identity
 // for real types. Graphs also lower the lazy views _conj and _neg_view as these values.
 #include <vector>
 
@@ -15,8 +15,8 @@ std::vector<Value> conj_physical(Context& c) {
   Value x = convert(b, c.tensor(0), c.out().dtype);
   if (!is_complex(x.dtype())) return {x};
   Type rt(real_part(x.dtype()), x.shape());
-  Value re = b.emit1("stablehlo.real", {x}, rt), im = b.emit1("stablehlo.imag", {x}, rt);
-  return {b.emit1("stablehlo.complex", {re, neg(b, im)}, x.type)};
+  Value re = real(b, x), im = imag(b, x);
+  return {complex(b, re, neg(b, im))};
 }
 
 std::vector<Value> negated(Context& c) { return {neg(c.b, c.tensor(0))}; }

@@ -108,9 +108,9 @@ Ctc prepare(Context& cx, size_t first, int64_t blank) {
                                    slice(b, c.ext, {0, 0}, {c.B, std::max<int64_t>(c.L - 2, 0)}, {1, 1})},
                                1);
   if (c.L < 2) two_back = constant(b, -1, DType::S64, {c.B, c.L});
-  c.skip = compare(b, c.ext, two_back, "NE");
+  c.skip = compare(b, c.ext, two_back, Direction::NE);
   Value s = iota(b, Type(DType::S64, {c.B, c.L}), 1);
-  c.skip = binary(b, "stablehlo.and", c.skip, compare(b, s, constant(b, 2, DType::S64, {c.B, c.L}), "GE"));
+  c.skip = binary(b, Binary::And, c.skip, compare(b, s, constant(b, 2, DType::S64, {c.B, c.L}), Direction::GE));
   // lpe[t, b, s] = lp[t, b, ext[b, s]]: a gather of (b, class) rows of lp as (B, C, T).
   GatherDims d;
   d.offset_dims = {2};
@@ -125,9 +125,9 @@ Ctc prepare(Context& cx, size_t first, int64_t blank) {
 // log(exp(a) + exp(b) + exp(c)) the CPU's way: shifted by the largest, 0 when all are -inf.
 Value log_add3(Builder& b, Value x, Value y, Value z) {
   Value m = max(b, max(b, x, y), z);
-  m = select(b, compare(b, m, neg_inf(b, m.dtype(), m.shape()), "EQ"), zeros(b, m.type), m);
-  auto e = [&](Value v) { return unary(b, "stablehlo.exponential", sub(b, v, m)); };
-  return add(b, unary(b, "stablehlo.log", add(b, add(b, e(x), e(y)), e(z))), m);
+  m = select(b, compare(b, m, neg_inf(b, m.dtype(), m.shape()), Direction::EQ), zeros(b, m.type), m);
+  auto e = [&](Value v) { return unary(b, Unary::Exponential, sub(b, v, m)); };
+  return add(b, unary(b, Unary::Log, add(b, add(b, e(x), e(y)), e(z))), m);
 }
 
 // x shifted along s by `by` (positive: towards higher s), -inf filling the gap.
@@ -156,21 +156,21 @@ std::vector<Value> ctc_forward(Context& cx) {
   Value alpha = neg_inf(b, t, bl);
   if (c.T > 0) {
     Value lp0 = row_at(b, c.lpe, constant(b, 0, DType::S64), c);
-    Value first_two = binary(b, "stablehlo.or", compare(b, s, constant(b, 0, DType::S64, bl), "EQ"),
-                             binary(b, "stablehlo.and", compare(b, s, constant(b, 1, DType::S64, bl), "EQ"),
-                                    compare(b, per_sample(b, c.target_lengths, c.L), constant(b, 0, DType::S64, bl), "GT")));
+    Value first_two = binary(b, Binary::Or, compare(b, s, constant(b, 0, DType::S64, bl), Direction::EQ),
+                             binary(b, Binary::And, compare(b, s, constant(b, 1, DType::S64, bl), Direction::EQ),
+                                    compare(b, per_sample(b, c.target_lengths, c.L), constant(b, 0, DType::S64, bl), Direction::GT)));
     alpha = select(b, first_two, lp0, alpha);
     table = dynamic_update_slice(b, table, reshape(b, alpha, {c.B, 1, c.L}),
                                  {constant(b, 0, DType::S64), constant(b, 0, DType::S64), constant(b, 0, DType::S64)});
     std::vector<Type> state{Type(DType::S64, {}), alpha.type, table.type, c.lpe.type, c.skip.type};
     std::string cond = b.region(state, [&](Builder& r, const std::vector<Value>& v) {
-      return std::vector<Value>{compare(r, v[0], constant(r, static_cast<double>(c.T), DType::S64), "LT")};
+      return std::vector<Value>{compare(r, v[0], constant(r, static_cast<double>(c.T), DType::S64), Direction::LT)};
     });
     std::string body = b.region(state, [&](Builder& r, const std::vector<Value>& v) {
       Value step = v[0], prev = v[1];
       Value a3 = select(r, v[4], shift(r, prev, 2), neg_inf(r, t, bl));
       Value next = add(r, log_add3(r, prev, shift(r, prev, 1), a3), row_at(r, v[3], step, c));
-      Value active = compare(r, broadcast_in_dim(r, step, bl, {}), per_sample(r, c.input_lengths, c.L), "LT");
+      Value active = compare(r, broadcast_in_dim(r, step, bl, {}), per_sample(r, c.input_lengths, c.L), Direction::LT);
       Value kept = select(r, active, next, prev);
       Value zero = constant(r, 0, DType::S64);
       Value tab = dynamic_update_slice(r, v[2], reshape(r, kept, {c.B, 1, c.L}), {zero, step, zero});
@@ -191,19 +191,19 @@ std::vector<Value> ctc_forward(Context& cx) {
     empty_target[i] = c.target_lengths[i] == 0;
   }
   auto pick = [&](const std::vector<int64_t>& at) {
-    Value hit = compare(b, s, per_sample(b, at, c.L), "EQ");
+    Value hit = compare(b, s, per_sample(b, at, c.L), Direction::EQ);
     return reduce(b, select(b, hit, alpha, neg_inf(b, t, bl)), {1}, "max");
   };
   Value l1 = pick(last), l2 = pick(before_last);
   Value ninf = neg_inf(b, t, {c.B});
-  Value has_label = compare(b, s64_vector(b, empty_target), constant(b, 0, DType::S64, {c.B}), "EQ");
+  Value has_label = compare(b, s64_vector(b, empty_target), constant(b, 0, DType::S64, {c.B}), Direction::EQ);
   l2 = select(b, has_label, l2, ninf);
   Value m = max(b, l1, l2);
-  m = select(b, compare(b, m, ninf, "EQ"), zeros(b, m.type), m);
-  auto e = [&](Value v) { return unary(b, "stablehlo.exponential", sub(b, v, m)); };
-  Value ll = add(b, unary(b, "stablehlo.log", add(b, e(l1), e(l2))), m);
+  m = select(b, compare(b, m, ninf, Direction::EQ), zeros(b, m.type), m);
+  auto e = [&](Value v) { return unary(b, Unary::Exponential, sub(b, v, m)); };
+  Value ll = add(b, unary(b, Unary::Log, add(b, e(l1), e(l2))), m);
   // No input steps: likelihood 1 for an empty target, else 0.
-  Value none = compare(b, s64_vector(b, no_input), constant(b, 0, DType::S64, {c.B}), "NE");
+  Value none = compare(b, s64_vector(b, no_input), constant(b, 0, DType::S64, {c.B}), Direction::NE);
   ll = select(b, none, select(b, has_label, ninf, zeros(b, ll.type)), ll);
   return {convert(b, neg(b, ll), cx.out(0).dtype), convert(b, table, cx.out(1).dtype)};
 }
@@ -227,7 +227,7 @@ std::vector<Value> ctc_backward(Context& cx) {
   // beta, from each sample's last step down to 0, for all samples at once.
   std::vector<Type> state{Type(DType::S64, {}), Type(t, bl), Type(t, {c.B, c.T, c.L}), c.lpe.type, c.ext.type};
   std::string cond = b.region(state, [&](Builder& r, const std::vector<Value>& v) {
-    return std::vector<Value>{compare(r, v[0], constant(r, 0, DType::S64), "GE")};
+    return std::vector<Value>{compare(r, v[0], constant(r, 0, DType::S64), Direction::GE)};
   });
   std::string body = b.region(state, [&](Builder& r, const std::vector<Value>& v) {
     Value step = v[0], next_beta = v[1], ext = v[4];
@@ -235,22 +235,22 @@ std::vector<Value> ctc_backward(Context& cx) {
     Value lpe_t = row_at(r, v[3], step, c);
     Value ninf = neg_inf(r, t, bl);
     Value last_s = per_sample(r, last, c.L);
-    Value valid = compare(r, s, last_s, "LE");
-    Value b2 = select(r, compare(r, s, last_s, "LT"), shift(r, next_beta, -1), ninf);
+    Value valid = compare(r, s, last_s, Direction::LE);
+    Value b2 = select(r, compare(r, s, last_s, Direction::LT), shift(r, next_beta, -1), ninf);
     Value ext2 = concatenate(r, {slice(r, ext, {0, std::min<int64_t>(2, c.L)}, {c.B, c.L}, {1, 1}),
                                  constant(r, -1, DType::S64, {c.B, std::min<int64_t>(2, c.L)})},
                              1);
-    Value skip = binary(r, "stablehlo.and", compare(r, s, sub(r, last_s, constant(r, 1, DType::S64, bl)), "LT"),
-                        compare(r, ext2, ext, "NE"));
+    Value skip = binary(r, Binary::And, compare(r, s, sub(r, last_s, constant(r, 1, DType::S64, bl)), Direction::LT),
+                        compare(r, ext2, ext, Direction::NE));
     Value b3 = select(r, skip, shift(r, next_beta, -2), ninf);
     Value rec = add(r, log_add3(r, next_beta, b2, b3), lpe_t);
-    Value start = binary(r, "stablehlo.or", compare(r, s, last_s, "EQ"),
-                         compare(r, s, per_sample(r, last_label, c.L), "EQ"));
+    Value start = binary(r, Binary::Or, compare(r, s, last_s, Direction::EQ),
+                         compare(r, s, per_sample(r, last_label, c.L), Direction::EQ));
     Value init = select(r, start, lpe_t, ninf);
     Value step_b = broadcast_in_dim(r, step, bl, {});
     Value final_b = per_sample(r, final_step, c.L);
-    Value beta = select(r, compare(r, step_b, final_b, "EQ"), init,
-                        select(r, compare(r, step_b, final_b, "LT"), rec, ninf));
+    Value beta = select(r, compare(r, step_b, final_b, Direction::EQ), init,
+                        select(r, compare(r, step_b, final_b, Direction::LT), rec, ninf));
     beta = select(r, valid, beta, ninf);
     Value zero = constant(r, 0, DType::S64);
     Value tab = dynamic_update_slice(r, v[2], reshape(r, beta, {c.B, 1, c.L}), {zero, step, zero});
@@ -267,29 +267,29 @@ std::vector<Value> ctc_backward(Context& cx) {
   // (b, t) maximum and scatter-added into (B, C, T). (A class far below the maximum underflows to
   // -inf where the CPU's pairwise log-add keeps a tiny value; its gradient term is as tiny.)
   Value m = reduce(b, ab, {2}, "max");  // (B, T)
-  m = select(b, compare(b, m, neg_inf(b, t, m.shape()), "EQ"), zeros(b, m.type), m);
-  Value shifted = unary(b, "stablehlo.exponential", sub(b, ab, broadcast_in_dim(b, m, {c.B, c.T, c.L}, {0, 1})));
+  m = select(b, compare(b, m, neg_inf(b, t, m.shape()), Direction::EQ), zeros(b, m.type), m);
+  Value shifted = unary(b, Unary::Exponential, sub(b, ab, broadcast_in_dim(b, m, {c.B, c.T, c.L}, {0, 1})));
   ScatterDims sd;
   sd.update_window_dims = {2};
   sd.inserted_window_dims = {0, 1};
   sd.scatter_dims_to_operand_dims = {0, 1};
   sd.index_vector_dim = 2;
   Value sums = scatter(b, zeros(b, Type(t, {c.B, c.C, c.T})), class_index(b, c), transpose(b, shifted, {0, 2, 1}), sd, "add");
-  Value lcab = add(b, unary(b, "stablehlo.log", transpose(b, sums, {0, 2, 1})),
+  Value lcab = add(b, unary(b, Unary::Log, transpose(b, sums, {0, 2, 1})),
                    broadcast_in_dim(b, m, {c.B, c.T, c.C}, {0, 1}));  // (B, T, C)
   // grad = (exp(lp) - exp(lcab + nll - lp)) * grad_out, for t < input_length.
   Value lp = transpose(b, convert(b, cx.tensor(1), t), {1, 0, 2});  // (B, T, C)
   std::vector<int64_t> btc{c.B, c.T, c.C};
   Value nll = broadcast_in_dim(b, convert(b, cx.tensor(5), t), btc, {0});
   Value g = broadcast_in_dim(b, convert(b, cx.tensor(0), t), btc, {0});
-  Value res = mul(b, sub(b, unary(b, "stablehlo.exponential", lp),
-                         unary(b, "stablehlo.exponential", sub(b, add(b, lcab, nll), lp))),
+  Value res = mul(b, sub(b, unary(b, Unary::Exponential, lp),
+                         unary(b, Unary::Exponential, sub(b, add(b, lcab, nll), lp))),
                   g);
   Value in_time = compare(b, iota(b, Type(DType::S64, btc), 1),
-                          broadcast_in_dim(b, s64_vector(b, c.input_lengths), btc, {0}), "LT");
+                          broadcast_in_dim(b, s64_vector(b, c.input_lengths), btc, {0}), Direction::LT);
   res = select(b, in_time, res, zeros(b, res.type));
   if (zero_infinity) {
-    Value infinite = compare(b, nll, constant(b, std::numeric_limits<double>::infinity(), t, btc), "EQ");
+    Value infinite = compare(b, nll, constant(b, std::numeric_limits<double>::infinity(), t, btc), Direction::EQ);
     res = select(b, infinite, zeros(b, res.type), res);
   }
   return {convert(b, transpose(b, res, {1, 0, 2}), out.dtype)};

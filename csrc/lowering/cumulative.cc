@@ -43,10 +43,7 @@ std::vector<Value> scan(Builder& b, std::vector<Value> xs, int64_t dim, const st
   return xs;
 }
 
-Value isnan(Builder& b, Value x) { return compare(b, x, x, "NE"); }
-Value land(Builder& b, Value x, Value y) { return binary(b, "stablehlo.and", x, y); }
-Value lor(Builder& b, Value x, Value y) { return binary(b, "stablehlo.or", x, y); }
-Value lnot(Builder& b, Value x) { return unary(b, "stablehlo.not", x); }
+Value lnot(Builder& b, Value x) { return unary(b, Unary::Not, x); }
 
 // The lowest (cummax) or highest (cummin) value of dtype t: the scan's identity.
 double extreme_of(DType t, bool lowest) {
@@ -64,7 +61,7 @@ double extreme_of(DType t, bool lowest) {
 // The scan's identity for x's dtype: its lowest (cummax) or highest (cummin) value.
 Value identity_of(Builder& b, DType t, bool lowest) {
   if (t == DType::S64 && !lowest) {  // 2^63 - 1 has no double: the bits of ~INT64_MIN
-    return unary(b, "stablehlo.not", constant(b, extreme_of(t, true), t));
+    return unary(b, Unary::Not, constant(b, extreme_of(t, true), t));
   }
   return constant(b, extreme_of(t, lowest), t);
 }
@@ -107,10 +104,10 @@ Rule cum_extreme(bool is_max, size_t dim_arg) {
     Combine pick = [is_max, fl](Builder& rb, const std::vector<Value>& e, const std::vector<Value>& l) {
       // The later element wins when it is at least as good: >= for max, <= for min; NaN beats
       // numbers and among NaNs the later wins (the later index is the larger one).
-      Value later_better = compare(rb, l[0], e[0], is_max ? "GE" : "LE");
+      Value later_better = compare(rb, l[0], e[0], is_max ? Direction::GE : Direction::LE);
       if (fl) {
-        Value ln = isnan(rb, l[0]), en = isnan(rb, e[0]);
-        later_better = lor(rb, ln, land(rb, lnot(rb, en), later_better));
+        Value ln = is_nan(rb, l[0]), en = is_nan(rb, e[0]);
+        later_better = logical_or(rb, ln, logical_and(rb, lnot(rb, en), later_better));
       }
       // Ties with the identity padding go to the later (real) element; otherwise e's index is
       // smaller, so `>=` also keeps the later index on ties.
@@ -123,11 +120,11 @@ Rule cum_extreme(bool is_max, size_t dim_arg) {
 
 // log(exp(x) + exp(y)) like the CPU's _log_add_exp_helper.
 Value log_add_exp(Builder& b, Value x, Value y) {
-  Value mn = nan_propagating(b, "stablehlo.minimum", x, y);
-  Value mx = nan_propagating(b, "stablehlo.maximum", x, y);
-  Value finite = b.emit1("stablehlo.is_finite", {mn}, Type(DType::Pred, mn.shape()));
-  Value use_formula = lor(b, compare(b, mn, mx, "NE"), finite);
-  Value f = add(b, mx, unary(b, "stablehlo.log_plus_one", unary(b, "stablehlo.exponential", sub(b, mn, mx))));
+  Value mn = nan_propagating(b, Binary::Minimum, x, y);
+  Value mx = nan_propagating(b, Binary::Maximum, x, y);
+  Value finite = unary(b, Unary::IsFinite, mn);
+  Value use_formula = logical_or(b, compare(b, mn, mx, Direction::NE), finite);
+  Value f = add(b, mx, unary(b, Unary::LogPlusOne, unary(b, Unary::Exponential, sub(b, mn, mx))));
   return select(b, use_formula, f, x);
 }
 

@@ -37,13 +37,13 @@ Value roots_of_unity(Builder& b, int64_t rows, int64_t cols, int64_t n, bool inv
   } else {
     Type index(DType::S64, {rows, cols});
     Value product = mul(b, iota(b, index, 0), iota(b, index, 1));
-    Value reduced = binary(b, "stablehlo.remainder", product, constant(b, static_cast<double>(n), DType::S64, {rows, cols}));
+    Value reduced = binary(b, Binary::Remainder, product, constant(b, static_cast<double>(n), DType::S64, {rows, cols}));
     Value angle = mul(b, convert(b, reduced, rt), constant(b, 2 * M_PI / static_cast<double>(n), rt, {rows, cols}));
-    real = unary(b, "stablehlo.cosine", angle);
-    imag = unary(b, "stablehlo.sine", angle);
-    if (!inverse) imag = unary(b, "stablehlo.negate", imag);
+    real = unary(b, Unary::Cosine, angle);
+    imag = unary(b, Unary::Sine, angle);
+    if (!inverse) imag = unary(b, Unary::Negate, imag);
   }
-  return b.emit1("stablehlo.complex", {real, imag}, Type(ct, {rows, cols}));
+  return complex(b, real, imag);
 }
 
 // Unnormalized DFT along the last dim.

@@ -27,39 +27,39 @@ std::vector<int64_t> iota_dims(int64_t n, int64_t from = 0) {
 // scalar cdist loop keeps the running max when |d| is NaN (std::max(agg, NaN) is agg); pdist's
 // vectorised max propagates NaN.
 Value p_norm(Builder& b, Value diff, double p, bool nan_ignoring_max) {
-  Value a = unary(b, "stablehlo.abs", diff);
+  Value a = unary(b, Unary::Abs, diff);
   int64_t last = a.rank() - 1;
   if (p == 0) {
     Value one = scalar_like(b, 1, a);
-    return reduce(b, nan_propagating(b, "stablehlo.minimum", unary(b, "stablehlo.ceil", a), one), {last}, "add");
+    return reduce(b, nan_propagating(b, Binary::Minimum, unary(b, Unary::Ceil, a), one), {last}, "add");
   }
   if (p == 1) return reduce(b, a, {last}, "add");
-  if (p == 2) return unary(b, "stablehlo.sqrt", reduce(b, mul(b, a, a), {last}, "add"));
+  if (p == 2) return unary(b, Unary::Sqrt, reduce(b, mul(b, a, a), {last}, "add"));
   if (std::isinf(p)) {
-    Value is_nan = compare(b, a, a, "NE");
+    Value is_nan = compare(b, a, a, Direction::NE);
     // |d| >= 0, so max's -inf start and the CPU's 0 agree.
     Value m = reduce(b, select(b, is_nan, zeros(b, a.type), a), {last}, "max");
     if (nan_ignoring_max) return m;
     Value any_nan = reduce(b, is_nan, {last}, "or");
     return select(b, any_nan, constant(b, std::numeric_limits<double>::quiet_NaN(), m.dtype(), m.shape()), m);
   }
-  Value s = reduce(b, binary(b, "stablehlo.power", a, scalar_like(b, p, a)), {last}, "add");
-  return binary(b, "stablehlo.power", s, constant(b, 1.0 / p, s.dtype(), s.shape()));
+  Value s = reduce(b, binary(b, Binary::Power, a, scalar_like(b, p, a)), {last}, "add");
+  return binary(b, Binary::Power, s, constant(b, 1.0 / p, s.dtype(), s.shape()));
 }
 
 // d(dist)/d(a) for a - b = diff, times grad (grad and dist broadcast like diff).
 Value p_norm_grad(Builder& b, Value diff, Value grad, Value dist, double p) {
   Value zero = zeros(b, diff.type);
   if (p == 0) return zero;
-  Value sign = unary(b, "stablehlo.sign", diff);
+  Value sign = unary(b, Unary::Sign, diff);
   if (p == 1) return mul(b, grad, sign);
-  Value dist_zero = compare(b, dist, zero, "EQ");
-  Value a = unary(b, "stablehlo.abs", diff);
+  Value dist_zero = compare(b, dist, zero, Direction::EQ);
+  Value a = unary(b, Unary::Abs, diff);
   if (std::isinf(p)) {
     // The CPU's 1 - min(1, ceil(||d| - dist|)): 1 exactly where |d| is the max.
     Value hit = sub(b, scalar_like(b, 1, a),
-                    nan_propagating(b, "stablehlo.minimum", scalar_like(b, 1, a),
-                                    unary(b, "stablehlo.ceil", unary(b, "stablehlo.abs", sub(b, a, dist)))));
+                    nan_propagating(b, Binary::Minimum, scalar_like(b, 1, a),
+                                    unary(b, Unary::Ceil, unary(b, Unary::Abs, sub(b, a, dist)))));
     return mul(b, mul(b, grad, sign), hit);
   }
   Value r;
@@ -67,11 +67,11 @@ Value p_norm_grad(Builder& b, Value diff, Value grad, Value dist, double p) {
     r = div(b, mul(b, grad, diff), dist);
   } else if (p < 2) {
     Value pm1 = scalar_like(b, p - 1, a);
-    r = div(b, mul(b, mul(b, sign, binary(b, "stablehlo.power", a, pm1)), grad), binary(b, "stablehlo.power", dist, pm1));
-    if (p < 1) r = select(b, compare(b, diff, zero, "EQ"), zero, r);
+    r = div(b, mul(b, mul(b, sign, binary(b, Binary::Power, a, pm1)), grad), binary(b, Binary::Power, dist, pm1));
+    if (p < 1) r = select(b, compare(b, diff, zero, Direction::EQ), zero, r);
   } else {
-    r = div(b, mul(b, mul(b, diff, binary(b, "stablehlo.power", a, scalar_like(b, p - 2, a))), grad),
-            binary(b, "stablehlo.power", dist, scalar_like(b, p - 1, a)));
+    r = div(b, mul(b, mul(b, diff, binary(b, Binary::Power, a, scalar_like(b, p - 2, a))), grad),
+            binary(b, Binary::Power, dist, scalar_like(b, p - 1, a)));
   }
   return select(b, dist_zero, zero, r);
 }
@@ -118,7 +118,7 @@ Value euclidean_by_matmul(Builder& b, Value x1, Value x2) {
   Value c = concatenate(b, {x2, ones2, n2}, k + 1);
   std::vector<int64_t> batch = iota_dims(k);
   Value r = dot_general(b, a, c, batch, batch, {k + 1}, {k + 1}, x1.dtype());
-  return unary(b, "stablehlo.sqrt", max(b, r, zeros(b, r.type)));
+  return unary(b, Unary::Sqrt, max(b, r, zeros(b, r.type)));
 }
 
 // Refuses grad or a saved result not shaped as `want`: the CPU kernels read them with that layout
@@ -200,7 +200,7 @@ Value pair_position(Builder& b, int64_t n, int64_t outside) {
   // k = i*n - i*(i+1)/2 + j - i - 1
   Value pos = add(b, sub(b, mul(b, i, k(static_cast<double>(n))), div(b, mul(b, i, add(b, i, k(1))), k(2))),
                   sub(b, sub(b, j, i), k(1)));
-  return select(b, compare(b, i, j, "LT"), pos, k(static_cast<double>(outside)));
+  return select(b, compare(b, i, j, Direction::LT), pos, k(static_cast<double>(outside)));
 }
 
 // torch.pdist checks rank, dtype and p before it calls _pdist_forward; the op itself only has the
@@ -251,7 +251,7 @@ std::vector<Value> pdist_backward(Context& c) {
   if (n <= 1 || m == 0) return {zeros(b, out)};
   check_pdist_dtype(x, "pdist_backward");
   Value pos = pair_position(b, n, 0);
-  Value upper = compare(b, iota(b, Type(DType::S64, {n, n}), 0), iota(b, Type(DType::S64, {n, n}), 1), "LT");
+  Value upper = compare(b, iota(b, Type(DType::S64, {n, n}), 0), iota(b, Type(DType::S64, {n, n}), 1), Direction::LT);
   GatherDims gd;
   gd.collapsed_slice_dims = {0};
   gd.start_index_map = {0};

@@ -40,7 +40,7 @@ void assert_nonzero_integer_divisor(Builder& b, Value y) {
   if (!is_integer(y.dtype()) || y.type.numel() == 0) return;
   std::vector<int64_t> all(y.rank());
   for (int64_t d = 0; d < y.rank(); ++d) all[d] = d;
-  b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), "EQ"), all, "or"), "ZeroDivisionError", CheckKind::RuntimeError);
+  b.assert_false(reduce(b, compare(b, y, scalar_like(b, 0, y), Direction::EQ), all, "or"), "ZeroDivisionError", CheckKind::RuntimeError);
 }
 
 // x op y for remainder/fmod: the divisor is checked for integer zeros. Complex operands are
@@ -55,13 +55,13 @@ Rule division_rule(const std::string& cpu_name, std::function<Value(Builder&, Va
   };
 }
 
-Rule hlo_binary(const std::string& op, bool compute_in_out_type = false) {
+Rule hlo_binary(Binary op, bool compute_in_out_type = false) {
   return binary_rule([op](Builder& b, Value x, Value y) { return binary(b, op, x, y); },
                      compute_in_out_type);
 }
 
 // Bitwise ops exist for integers and bool only (the CPU: "bitwise_and_cpu" not implemented).
-Rule bitwise_rule(const std::string& name, const std::string& op) {
+Rule bitwise_rule(const std::string& name, Binary op) {
   return [name, op](Context& c) {
     DType t = c.compute_dtype;
     require_dtype(!is_float(t) && !is_complex(t), name, t);
@@ -76,7 +76,7 @@ Value common_operand(Context& c, size_t i, DType t) {
   return convert(c.b, operand(c, i, c.compute_dtype), t);
 }
 
-Rule alpha_rule(const std::string& op) {
+Rule alpha_rule(Binary op) {
   return [op](Context& c) {
     DType t = opmath(c.compute_dtype);
     Value x = common_operand(c, 0, t), y = common_operand(c, 1, t);
@@ -97,11 +97,11 @@ Rule unary_rule(std::function<Value(Builder&, Value)> f) {
     return std::vector<Value>{round_to_common(c.b, f(c.b, operand(c, 0, opmath(common))), common)};
   };
 }
-Rule hlo_unary(const std::string& op) {
+Rule hlo_unary(Unary op) {
   return unary_rule([op](Builder& b, Value x) { return unary(b, op, x); });
 }
 
-Rule compare_rule(const std::string& direction) {
+Rule compare_rule(Direction direction) {
   return [direction](Context& c) {
     DType t = c.compute_dtype;
     Value r = compare(c.b, operand(c, 0, t), operand(c, 1, t), direction);
@@ -109,7 +109,7 @@ Rule compare_rule(const std::string& direction) {
   };
 }
 
-Rule logical_rule(const std::string& op) {
+Rule logical_rule(Binary op) {
   return [op](Context& c) {
     Value r = binary(c.b, op, operand(c, 0, DType::Pred), operand(c, 1, DType::Pred));
     return std::vector<Value>{convert(c.b, r, c.out().dtype)};
@@ -117,17 +117,17 @@ Rule logical_rule(const std::string& op) {
 }
 
 Value trunc(Builder& b, Value x) {
-  Value neg = compare(b, x, scalar_like(b, 0, x), "LT");
-  return select(b, neg, unary(b, "stablehlo.ceil", x), unary(b, "stablehlo.floor", x));
+  Value neg = compare(b, x, scalar_like(b, 0, x), Direction::LT);
+  return select(b, neg, unary(b, Unary::Ceil, x), unary(b, Unary::Floor, x));
 }
 
 // Python-style modulo: the result takes the divisor's sign.
 Value python_remainder(Builder& b, Value x, Value y) {
-  Value r = binary(b, "stablehlo.remainder", x, y);
+  Value r = binary(b, Binary::Remainder, x, y);
   Value zero = scalar_like(b, 0, r);
-  Value nonzero = compare(b, r, zero, "NE");
-  Value signs_differ = compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE");
-  Value fix = binary(b, "stablehlo.and", nonzero, signs_differ);
+  Value nonzero = compare(b, r, zero, Direction::NE);
+  Value signs_differ = compare(b, compare(b, r, zero, Direction::LT), compare(b, y, zero, Direction::LT), Direction::NE);
+  Value fix = binary(b, Binary::And, nonzero, signs_differ);
   return select(b, fix, add(b, r, y), r);
 }
 
@@ -152,9 +152,9 @@ Value gelu(Builder& b, Value x, bool tanh_approx) {
   if (tanh_approx) {
     Value k = scalar_like(b, std::sqrt(2.0 / M_PI), x);
     Value inner = mul(b, k, add(b, x, mul(b, scalar_like(b, 0.044715, x), mul(b, x, mul(b, x, x)))));
-    return mul(b, mul(b, half, x), add(b, one, unary(b, "stablehlo.tanh", inner)));
+    return mul(b, mul(b, half, x), add(b, one, unary(b, Unary::Tanh, inner)));
   }
-  Value erf = unary(b, "chlo.erf", mul(b, x, scalar_like(b, M_SQRT1_2, x)));
+  Value erf = unary(b, Unary::Erf, mul(b, x, scalar_like(b, M_SQRT1_2, x)));
   return mul(b, mul(b, half, x), add(b, one, erf));
 }
 
@@ -168,15 +168,15 @@ std::vector<Value> gelu_backward(Context& c) {
     Value k = scalar_like(b, std::sqrt(2.0 / M_PI), x), k1 = scalar_like(b, 0.044715, x);
     Value x2 = mul(b, x, x);
     Value inner = mul(b, k, add(b, x, mul(b, k1, mul(b, x2, x))));
-    Value th = unary(b, "stablehlo.tanh", inner);
+    Value th = unary(b, Unary::Tanh, inner);
     Value left = mul(b, half, add(b, one, th));
     Value dinner = mul(b, k, add(b, one, mul(b, scalar_like(b, 3 * 0.044715, x), x2)));
     Value right = mul(b, mul(b, half, x), mul(b, sub(b, one, mul(b, th, th)), dinner));
     return {mul(b, g, add(b, left, right))};
   }
-  Value cdf = mul(b, half, add(b, one, unary(b, "chlo.erf", mul(b, x, scalar_like(b, M_SQRT1_2, x)))));
+  Value cdf = mul(b, half, add(b, one, unary(b, Unary::Erf, mul(b, x, scalar_like(b, M_SQRT1_2, x)))));
   Value pdf = mul(b, scalar_like(b, 1.0 / std::sqrt(2 * M_PI), x),
-                  unary(b, "stablehlo.exponential", mul(b, scalar_like(b, -0.5, x), mul(b, x, x))));
+                  unary(b, Unary::Exponential, mul(b, scalar_like(b, -0.5, x), mul(b, x, x))));
   return {mul(b, g, add(b, cdf, mul(b, x, pdf)))};
 }
 
@@ -195,20 +195,20 @@ std::vector<Value> clamp(Context& c) {
   DType t = out_math(c);
   Value x = operand(c, 0, t);
   // NaN in x or in a bound gives NaN, as on the CPU.
-  if (c.has(1)) x = nan_propagating(c.b, "stablehlo.maximum", x, operand(c, 1, t));
-  if (c.has(2)) x = nan_propagating(c.b, "stablehlo.minimum", x, operand(c, 2, t));
+  if (c.has(1)) x = nan_propagating(c.b, Binary::Maximum, x, operand(c, 1, t));
+  if (c.has(2)) x = nan_propagating(c.b, Binary::Minimum, x, operand(c, 2, t));
   return {x};
 }
 
 // clamp_min(self, min): its out= variant passes `out` as argument 2, so not the clamp rule.
 std::vector<Value> clamp_min(Context& c) {
   DType t = out_math(c);
-  return {nan_propagating(c.b, "stablehlo.maximum", operand(c, 0, t), operand(c, 1, t))};
+  return {nan_propagating(c.b, Binary::Maximum, operand(c, 0, t), operand(c, 1, t))};
 }
 
 std::vector<Value> clamp_max(Context& c) {
   DType t = out_math(c);
-  return {nan_propagating(c.b, "stablehlo.minimum", operand(c, 0, t), operand(c, 1, t))};
+  return {nan_propagating(c.b, Binary::Minimum, operand(c, 0, t), operand(c, 1, t))};
 }
 
 // round(x, decimals) as the CPU computes it: nearbyint(x * 10^d) / 10^d, or for d < 0
@@ -220,7 +220,7 @@ std::vector<Value> round_decimals(Context& c) {
   int64_t d = c.int_arg(1);
   Value scale = scalar_like(b, std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), x);
   Value scaled = d < 0 ? div(b, x, scale) : mul(b, x, scale);
-  Value r = unary(b, "stablehlo.round_nearest_even", scaled);
+  Value r = unary(b, Unary::RoundNearestEven, scaled);
   return {d < 0 ? mul(b, r, scale) : div(b, r, scale)};
 }
 
@@ -243,8 +243,8 @@ std::vector<Value> softplus(Context& c) {
   DType t = out_math(c);
   Value x = operand(c, 0, t), beta = operand(c, 1, t), threshold = operand(c, 2, t);
   Value bx = mul(b, x, beta);
-  Value soft = div(b, unary(b, "stablehlo.log_plus_one", unary(b, "stablehlo.exponential", bx)), beta);
-  return {select(b, compare(b, bx, threshold, "GT"), x, soft)};
+  Value soft = div(b, unary(b, Unary::LogPlusOne, unary(b, Unary::Exponential, bx)), beta);
+  return {select(b, compare(b, bx, threshold, Direction::GT), x, soft)};
 }
 
 std::vector<Value> softplus_backward(Context& c) {  // (grad, self, beta, threshold)
@@ -253,20 +253,20 @@ std::vector<Value> softplus_backward(Context& c) {  // (grad, self, beta, thresh
   Value g = operand(c, 0, t), x = operand(c, 1, t), beta = operand(c, 2, t), threshold = operand(c, 3, t);
   Value bx = mul(b, x, beta);
   // The CPU's z / (z + 1) with z = exp(beta * x), not sigmoid: inf / inf is NaN there.
-  Value z = unary(b, "stablehlo.exponential", bx);
-  return {select(b, compare(b, bx, threshold, "GT"), g, mul(b, g, div(b, z, add(b, z, scalar_like(b, 1, z)))))};
+  Value z = unary(b, Unary::Exponential, bx);
+  return {select(b, compare(b, bx, threshold, Direction::GT), g, mul(b, g, div(b, z, add(b, z, scalar_like(b, 1, z)))))};
 }
 
 std::vector<Value> threshold_backward(Context& c) {
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), th = operand(c, 2, t);
-  return {select(c.b, compare(c.b, x, th, "LE"), scalar_like(c.b, 0, g), g)};
+  return {select(c.b, compare(c.b, x, th, Direction::LE), scalar_like(c.b, 0, g), g)};
 }
 
 std::vector<Value> leaky_relu(Context& c) {
   DType t = out_math(c);
   Value x = operand(c, 0, t), slope = c.has(1) ? operand(c, 1, t) : scalar_like(c.b, 0.01, x);
-  return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), "GT"), x, mul(c.b, x, slope))};
+  return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), Direction::GT), x, mul(c.b, x, slope))};
 }
 
 std::vector<Value> hardtanh(Context& c) {
@@ -277,21 +277,21 @@ std::vector<Value> hardtanh(Context& c) {
   Value y = min(c.b, max(c.b, x, lo), hi);
   if (!is_float(t)) return {y};
   // A NaN bound gives NaN, as the CPU's vectorized clamp (XLA's max/min here return x).
-  Value nan_bound = binary(c.b, "stablehlo.or", compare(c.b, lo, lo, "NE"), compare(c.b, hi, hi, "NE"));
+  Value nan_bound = binary(c.b, Binary::Or, compare(c.b, lo, lo, Direction::NE), compare(c.b, hi, hi, Direction::NE));
   return {select(c.b, nan_bound, add(c.b, lo, hi), y)};
 }
 
 std::vector<Value> leaky_relu_backward(Context& c) {  // (grad, self, slope, self_is_result)
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), slope = operand(c, 2, t);
-  return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), "GT"), g, mul(c.b, g, slope))};
+  return {select(c.b, compare(c.b, x, scalar_like(c.b, 0, x), Direction::GT), g, mul(c.b, g, slope))};
 }
 
 std::vector<Value> hardtanh_backward(Context& c) {  // (grad, self, min, max)
   DType t = out_math(c);
   Value g = operand(c, 0, t), x = operand(c, 1, t), lo = operand(c, 2, t), hi = operand(c, 3, t);
   // The CPU's (x <= min || x >= max) ? 0 : grad: a NaN x or bound passes the gradient.
-  Value outside = binary(c.b, "stablehlo.or", compare(c.b, x, lo, "LE"), compare(c.b, x, hi, "GE"));
+  Value outside = binary(c.b, Binary::Or, compare(c.b, x, lo, Direction::LE), compare(c.b, x, hi, Direction::GE));
   return {select(c.b, outside, scalar_like(c.b, 0, g), g)};
 }
 
@@ -303,8 +303,8 @@ std::vector<Value> lerp(Context& c) {
   Value x = operand(c, 0, t), e = operand(c, 1, t), w = operand(c, 2, t);
   Builder& b = c.b;
   Value diff = sub(b, e, x);
-  Value abs_w = b.emit1("stablehlo.abs", {w}, Type(real_part(w.dtype()), w.shape()));
-  Value small = compare(b, abs_w, scalar_like(b, 0.5, abs_w), "LT");
+  Value abs_w = unary(b, Unary::Abs, w);
+  Value small = compare(b, abs_w, scalar_like(b, 0.5, abs_w), Direction::LT);
   Value low = add(b, x, mul(b, w, diff));
   Value high = sub(b, e, mul(b, diff, sub(b, scalar_like(b, 1, w), w)));
   return {select(b, small, low, high)};
@@ -348,12 +348,12 @@ Rule addc_rule(bool divide) {
 Value sign(Builder& b, Value x) {
   if (x.dtype() == DType::Pred) return x;
   if (is_unsigned(x.dtype())) {
-    return convert(b, compare(b, x, scalar_like(b, 0, x), "NE"), x.dtype());
+    return convert(b, compare(b, x, scalar_like(b, 0, x), Direction::NE), x.dtype());
   }
-  Value s = unary(b, "stablehlo.sign", x);
+  Value s = unary(b, Unary::Sign, x);
   if (!is_float(x.dtype())) return s;
   // sign(NaN) is 0 on the CPU ((0 < x) - (x < 0)); stablehlo.sign keeps the NaN.
-  return select(b, compare(b, x, x, "NE"), scalar_like(b, 0, x), s);
+  return select(b, compare(b, x, x, Direction::NE), scalar_like(b, 0, x), s);
 }
 
 Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); }
@@ -363,20 +363,20 @@ Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); 
 Value scale_by_real(Builder& b, Value x, double k) {
   if (!is_complex(x.dtype())) return mul(b, x, scalar_like(b, k, x));
   Type rt(real_part(x.dtype()), x.shape());
-  Value re = b.emit1("stablehlo.real", {x}, rt), im = b.emit1("stablehlo.imag", {x}, rt);
+  Value re = real(b, x), im = imag(b, x);
   Value kv = constant(b, k, rt.dtype, rt.shape);
-  return b.emit1("stablehlo.complex", {mul(b, re, kv), mul(b, im, kv)}, x.type);
+  return complex(b, mul(b, re, kv), mul(b, im, kv));
 }
 
 // log(x) / ln(base); a complex log divided part by part by the real ln(base) as the CPU's
 // std::log2/log10 do (a complex division turns log(inf + yi)'s 0 imaginary part into NaN).
 Value log_base(Builder& b, Value x, double ln_base) {
-  Value l = unary(b, "stablehlo.log", x);
+  Value l = unary(b, Unary::Log, x);
   if (!is_complex(x.dtype())) return div(b, l, scalar_like(b, ln_base, x));
   Type rt(real_part(x.dtype()), x.shape());
-  Value re = b.emit1("stablehlo.real", {l}, rt), im = b.emit1("stablehlo.imag", {l}, rt);
+  Value re = real(b, l), im = imag(b, l);
   Value k = constant(b, ln_base, rt.dtype, rt.shape);
-  return b.emit1("stablehlo.complex", {div(b, re, k), div(b, im, k)}, x.type);
+  return complex(b, div(b, re, k), div(b, im, k));
 }
 
 // Float predicates (isinf, isfinite...): integers and bools are always finite. A complex value
@@ -387,8 +387,8 @@ Rule float_predicate(std::function<Value(Builder&, Value)> f, bool value_for_int
     Value x = c.tensor(0);
     if (is_complex(x.dtype())) {
       Type rt(real_part(x.dtype()), x.shape());
-      Value re = f(c.b, c.b.emit1("stablehlo.real", {x}, rt)), im = f(c.b, c.b.emit1("stablehlo.imag", {x}, rt));
-      return std::vector<Value>{binary(c.b, value_for_integers ? "stablehlo.and" : "stablehlo.or", re, im)};
+      Value re = f(c.b, real(c.b, x)), im = f(c.b, imag(c.b, x));
+      return std::vector<Value>{binary(c.b, value_for_integers ? Binary::And : Binary::Or, re, im)};
     }
     if (!is_float(x.dtype())) {
       return std::vector<Value>{constant(c.b, value_for_integers, DType::Pred, c.out().shape)};
@@ -397,7 +397,7 @@ Rule float_predicate(std::function<Value(Builder&, Value)> f, bool value_for_int
   };
 }
 
-Value equals_constant(Builder& b, Value x, double v) { return compare(b, x, scalar_like(b, v, x), "EQ"); }
+Value equals_constant(Builder& b, Value x, double v) { return compare(b, x, scalar_like(b, v, x), Direction::EQ); }
 
 // isin(elements, test_elements, assume_unique, invert): compares every pair (fine for the
 // small test sets it is used with, e.g. stop tokens in generate()).
@@ -415,8 +415,8 @@ std::vector<Value> isin(Context& c) {
   std::iota(dims.begin(), dims.end(), 0);
   Value lhs = broadcast_in_dim(b, e, pair_shape, dims);
   Value rhs = broadcast_in_dim(b, reshape(b, test, {m}), pair_shape, {static_cast<int64_t>(shape.size())});
-  Value found = reduce(b, compare(b, lhs, rhs, "EQ"), {static_cast<int64_t>(shape.size())}, "or");
-  return {invert ? unary(b, "stablehlo.not", found) : found};
+  Value found = reduce(b, compare(b, lhs, rhs, Direction::EQ), {static_cast<int64_t>(shape.size())}, "or");
+  return {invert ? unary(b, Unary::Not, found) : found};
 }
 
 // XLA:CPU's vectorized atan (chlo.atan, and atan2(x, 1) which it simplifies to atan) returns
@@ -424,54 +424,54 @@ std::vector<Value> isin(Context& c) {
 // atan(x) = 2 atan2(x, 1 + sqrt(1 + x^2)); huge |x| (x^2 overflows) gives +-pi/2 directly.
 Value atan(Builder& b, Value x) {
   Value one = scalar_like(b, 1, x);
-  Value r = unary(b, "stablehlo.sqrt", add(b, one, mul(b, x, x)));
-  Value half = binary(b, "stablehlo.atan2", x, add(b, one, r));
+  Value r = unary(b, Unary::Sqrt, add(b, one, mul(b, x, x)));
+  Value half = binary(b, Binary::Atan2, x, add(b, one, r));
   Value a = mul(b, scalar_like(b, 2, x), half);
-  Value huge = compare(b, unary(b, "stablehlo.abs", x), scalar_like(b, 1e18, x), "GT");
-  return select(b, huge, mul(b, unary(b, "stablehlo.sign", x), scalar_like(b, M_PI / 2, x)), a);
+  Value huge = compare(b, unary(b, Unary::Abs, x), scalar_like(b, 1e18, x), Direction::GT);
+  return select(b, huge, mul(b, unary(b, Unary::Sign, x), scalar_like(b, M_PI / 2, x)), a);
 }
 
 const Registrar registrar({
-    {"add.Tensor", alpha_rule("stablehlo.add")},
+    {"add.Tensor", alpha_rule(Binary::Add)},
     {"sub.Tensor", [](Context& c) {
        if (c.tensor(0).dtype() == DType::Pred && c.tensor(1).dtype() == DType::Pred) {
          throw InvalidCall("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.");
        }
-       return alpha_rule("stablehlo.subtract")(c);
+       return alpha_rule(Binary::Subtract)(c);
      }},
-    {"mul.Tensor", hlo_binary("stablehlo.multiply")},
-    {"div.Tensor", hlo_binary("stablehlo.divide", true)},
+    {"mul.Tensor", hlo_binary(Binary::Multiply)},
+    {"div.Tensor", hlo_binary(Binary::Divide, true)},
     {"div.Tensor_mode", div_mode},
     {"remainder.Tensor", division_rule("remainder_cpu", python_remainder)},
-    {"fmod.Tensor", division_rule("fmod_cpu", [](Builder& b, Value x, Value y) { return binary(b, "stablehlo.remainder", x, y); })},
-    {"pow.Tensor_Tensor", hlo_binary("stablehlo.power")},
-    {"pow.Tensor_Scalar", hlo_binary("stablehlo.power")},
-    {"pow.Scalar", hlo_binary("stablehlo.power")},
-    {"maximum", binary_rule([](Builder& b, Value x, Value y) { return nan_propagating(b, "stablehlo.maximum", x, y); })},
-    {"minimum", binary_rule([](Builder& b, Value x, Value y) { return nan_propagating(b, "stablehlo.minimum", x, y); })},
-    {"fmax", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, "stablehlo.maximum", x, y); })},
-    {"fmin", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, "stablehlo.minimum", x, y); })},
-    {"atan2", hlo_binary("stablehlo.atan2", true)},
-    {"bitwise_and.Tensor", bitwise_rule("bitwise_and", "stablehlo.and")},
-    {"bitwise_or.Tensor", bitwise_rule("bitwise_or", "stablehlo.or")},
-    {"bitwise_xor.Tensor", bitwise_rule("bitwise_xor", "stablehlo.xor")},
-    {"eq.Tensor", compare_rule("EQ")}, {"eq.Scalar", compare_rule("EQ")},
-    {"ne.Tensor", compare_rule("NE")}, {"ne.Scalar", compare_rule("NE")},
-    {"lt.Tensor", compare_rule("LT")}, {"lt.Scalar", compare_rule("LT")},
-    {"le.Tensor", compare_rule("LE")}, {"le.Scalar", compare_rule("LE")},
-    {"gt.Tensor", compare_rule("GT")}, {"gt.Scalar", compare_rule("GT")},
-    {"ge.Tensor", compare_rule("GE")}, {"ge.Scalar", compare_rule("GE")},
-    {"logical_and", logical_rule("stablehlo.and")},
-    {"logical_or", logical_rule("stablehlo.or")},
-    {"logical_xor", logical_rule("stablehlo.xor")},
+    {"fmod.Tensor", division_rule("fmod_cpu", [](Builder& b, Value x, Value y) { return binary(b, Binary::Remainder, x, y); })},
+    {"pow.Tensor_Tensor", hlo_binary(Binary::Power)},
+    {"pow.Tensor_Scalar", hlo_binary(Binary::Power)},
+    {"pow.Scalar", hlo_binary(Binary::Power)},
+    {"maximum", binary_rule([](Builder& b, Value x, Value y) { return nan_propagating(b, Binary::Maximum, x, y); })},
+    {"minimum", binary_rule([](Builder& b, Value x, Value y) { return nan_propagating(b, Binary::Minimum, x, y); })},
+    {"fmax", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, Binary::Maximum, x, y); })},
+    {"fmin", binary_rule([](Builder& b, Value x, Value y) { return nan_ignoring(b, Binary::Minimum, x, y); })},
+    {"atan2", hlo_binary(Binary::Atan2, true)},
+    {"bitwise_and.Tensor", bitwise_rule("bitwise_and", Binary::And)},
+    {"bitwise_or.Tensor", bitwise_rule("bitwise_or", Binary::Or)},
+    {"bitwise_xor.Tensor", bitwise_rule("bitwise_xor", Binary::Xor)},
+    {"eq.Tensor", compare_rule(Direction::EQ)}, {"eq.Scalar", compare_rule(Direction::EQ)},
+    {"ne.Tensor", compare_rule(Direction::NE)}, {"ne.Scalar", compare_rule(Direction::NE)},
+    {"lt.Tensor", compare_rule(Direction::LT)}, {"lt.Scalar", compare_rule(Direction::LT)},
+    {"le.Tensor", compare_rule(Direction::LE)}, {"le.Scalar", compare_rule(Direction::LE)},
+    {"gt.Tensor", compare_rule(Direction::GT)}, {"gt.Scalar", compare_rule(Direction::GT)},
+    {"ge.Tensor", compare_rule(Direction::GE)}, {"ge.Scalar", compare_rule(Direction::GE)},
+    {"logical_and", logical_rule(Binary::And)},
+    {"logical_or", logical_rule(Binary::Or)},
+    {"logical_xor", logical_rule(Binary::Xor)},
     {"logical_not", [](Context& c) {
-       Value r = unary(c.b, "stablehlo.not", cast_to(c.b, c.tensor(0), DType::Pred, c.out().shape));
+       Value r = unary(c.b, Unary::Not, cast_to(c.b, c.tensor(0), DType::Pred, c.out().shape));
        return std::vector<Value>{convert(c.b, r, c.out().dtype)};
      }},
     {"bitwise_not", [](Context& c) {
        require_dtype(!is_float(c.tensor(0).dtype()) && !is_complex(c.tensor(0).dtype()), "bitwise_not", c.tensor(0).dtype());
-       return hlo_unary("stablehlo.not")(c);
+       return hlo_unary(Unary::Not)(c);
      }},
     {"where.self", where},
     {"masked_fill.Scalar", masked_fill},
@@ -486,55 +486,55 @@ const Registrar registrar({
        }
        require_dtype(z.dtype() != DType::Pred, "abs_cpu", z.dtype());
        Value x = operand(c, 0, out_math(c));
-       return std::vector<Value>{is_unsigned(x.dtype()) ? x : unary(c.b, "stablehlo.abs", x)};
+       return std::vector<Value>{is_unsigned(x.dtype()) ? x : unary(c.b, Unary::Abs, x)};
      }},
-    {"neg", hlo_unary("stablehlo.negate")},
+    {"neg", hlo_unary(Unary::Negate)},
     {"sign", unary_rule(sign)},
     {"sgn", unary_rule(sign)},
-    {"exp", hlo_unary("stablehlo.exponential")},
+    {"exp", hlo_unary(Unary::Exponential)},
     {"exp2", unary_rule([](Builder& b, Value x) {
-       return unary(b, "stablehlo.exponential", scale_by_real(b, x, M_LN2));
+       return unary(b, Unary::Exponential, scale_by_real(b, x, M_LN2));
      })},
-    {"expm1", hlo_unary("stablehlo.exponential_minus_one")},
-    {"log", hlo_unary("stablehlo.log")},
-    {"log1p", hlo_unary("stablehlo.log_plus_one")},
+    {"expm1", hlo_unary(Unary::ExponentialMinusOne)},
+    {"log", hlo_unary(Unary::Log)},
+    {"log1p", hlo_unary(Unary::LogPlusOne)},
     {"log2", unary_rule([](Builder& b, Value x) { return log_base(b, x, M_LN2); })},
     {"log10", unary_rule([](Builder& b, Value x) { return log_base(b, x, M_LN10); })},
     {"sqrt", unary_rule(torch_sqrt)},
-    {"rsqrt", hlo_unary("stablehlo.rsqrt")},
+    {"rsqrt", hlo_unary(Unary::Rsqrt)},
     {"reciprocal", unary_rule(reciprocal)},
-    {"sin", hlo_unary("stablehlo.sine")},
-    {"cos", hlo_unary("stablehlo.cosine")},
-    {"tan", hlo_unary("stablehlo.tan")},
-    {"tanh", hlo_unary("stablehlo.tanh")},
-    {"asin", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.asin", x); })},
-    {"acos", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.acos", x); })},
+    {"sin", hlo_unary(Unary::Sine)},
+    {"cos", hlo_unary(Unary::Cosine)},
+    {"tan", hlo_unary(Unary::Tan)},
+    {"tanh", hlo_unary(Unary::Tanh)},
+    {"asin", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, Unary::Asin, x); })},
+    {"acos", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, Unary::Acos, x); })},
     {"atan", [](Context& c) {
        if (is_complex(c.tensor(0).dtype())) throw NotLowerable("complex atan");
        return unary_rule(atan)(c);
      }},
-    {"sinh", hlo_unary("chlo.sinh")},
-    {"cosh", hlo_unary("chlo.cosh")},
-    {"asinh", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.asinh", x); })},
-    {"acosh", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.acosh", x); })},
-    {"atanh", hlo_unary("chlo.atanh")},
-    {"erf", hlo_unary("chlo.erf")},
-    {"erfc", hlo_unary("chlo.erfc")},
-    {"erfinv", hlo_unary("chlo.erf_inv")},
-    {"lgamma", hlo_unary("chlo.lgamma")},
+    {"sinh", hlo_unary(Unary::Sinh)},
+    {"cosh", hlo_unary(Unary::Cosh)},
+    {"asinh", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, Unary::Asinh, x); })},
+    {"acosh", unary_rule([](Builder& b, Value x) { return complex_branch_cut_aware(b, Unary::Acosh, x); })},
+    {"atanh", hlo_unary(Unary::Atanh)},
+    {"erf", hlo_unary(Unary::Erf)},
+    {"erfc", hlo_unary(Unary::Erfc)},
+    {"erfinv", hlo_unary(Unary::ErfInv)},
+    {"lgamma", hlo_unary(Unary::Lgamma)},
     // digamma(+-0) = -+inf like PyTorch (older XLA returns NaN there).
     {"digamma", unary_rule([](Builder& b, Value x) {
-       Value zero = compare(b, x, scalar_like(b, 0, x), "EQ");
-       return select(b, zero, neg(b, reciprocal(b, x)), unary(b, "chlo.digamma", x));
+       Value zero = compare(b, x, scalar_like(b, 0, x), Direction::EQ);
+       return select(b, zero, neg(b, reciprocal(b, x)), unary(b, Unary::Digamma, x));
      })},
-    {"floor", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.floor", x) : x; })},
-    {"ceil", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.ceil", x) : x; })},
+    {"floor", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, Unary::Floor, x) : x; })},
+    {"ceil", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, Unary::Ceil, x) : x; })},
     {"trunc", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? trunc(b, x) : x; })},
     {"round.decimals", round_decimals},
-    {"round", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, "stablehlo.round_nearest_even", x) : x; })},
+    {"round", unary_rule([](Builder& b, Value x) { return is_float(x.dtype()) ? unary(b, Unary::RoundNearestEven, x) : x; })},
     {"frac", unary_rule([](Builder& b, Value x) { return sub(b, x, trunc(b, x)); })},
     {"isinf", float_predicate([](Builder& b, Value x) {
-       return equals_constant(b, unary(b, "stablehlo.abs", x), INFINITY);
+       return equals_constant(b, unary(b, Unary::Abs, x), INFINITY);
      }, false)},
     {"isposinf", [](Context& c) {
        if (is_complex(c.tensor(0).dtype())) throw InvalidCall("isposinf does not support complex inputs.");
@@ -545,7 +545,7 @@ const Registrar registrar({
        return float_predicate([](Builder& b, Value x) { return equals_constant(b, x, -INFINITY); }, false)(c);
      }},
     {"isfinite", float_predicate([](Builder& b, Value x) {
-       return b.emit1("stablehlo.is_finite", {x}, Type(DType::Pred, x.shape()));
+       return unary(b, Unary::IsFinite, x);
      }, true)},
     {"isin.Tensor_Tensor", isin},
     {"isin.Tensor_Scalar", isin},
@@ -555,7 +555,7 @@ const Registrar registrar({
        if (!is_float(x.dtype()) && !is_complex(x.dtype())) {
          return std::vector<Value>{constant(c.b, 0, DType::Pred, c.out().shape)};
        }
-       return std::vector<Value>{compare(c.b, x, x, "NE")};  // complex: NaN in either part
+       return std::vector<Value>{compare(c.b, x, x, Direction::NE)};  // complex: NaN in either part
      }},
     {"relu", unary_rule(relu)},
     {"sigmoid", unary_rule(sigmoid)},

@@ -17,9 +17,6 @@ using namespace hlo;
 
 Value operand(Context& c, size_t i, DType t) { return cast_to(c.b, c.tensor(i), t, c.out().shape); }
 Value k(Builder& b, double v, const Value& like) { return scalar_like(b, v, like); }
-Value isnan(Builder& b, Value x) { return compare(b, x, x, "NE"); }
-Value land(Builder& b, Value x, Value y) { return binary(b, "stablehlo.and", x, y); }
-Value lor(Builder& b, Value x, Value y) { return binary(b, "stablehlo.or", x, y); }
 std::vector<int64_t> all_dims(const Value& x) {
   std::vector<int64_t> d(x.rank());
   std::iota(d.begin(), d.end(), 0);
@@ -37,10 +34,10 @@ Value signbit_of(Builder& b, Value x) {
     int bits = bit_width(x.dtype());
     DType s = bits == 16 ? DType::S16 : bits == 32 ? DType::S32 : DType::S64;
     Value i = bitcast_convert(b, x, s);
-    return compare(b, i, k(b, 0, i), "LT");
+    return compare(b, i, k(b, 0, i), Direction::LT);
   }
   if (is_unsigned(x.dtype()) || x.dtype() == DType::Pred) return constant(b, 0, DType::Pred, x.shape());
-  return compare(b, x, k(b, 0, x), "LT");
+  return compare(b, x, k(b, 0, x), Direction::LT);
 }
 
 // xlogy(x, y) = x * log(y), 0 where x == 0, NaN where y is NaN (all three overloads).
@@ -49,9 +46,9 @@ std::vector<Value> xlogy(Context& c) {
   if (is_complex(c.out().dtype)) throw NotLowerable("xlogy of a complex type");  // the CPU raises
   DType t = opmath(c.out().dtype);
   Value x = operand(c, 0, t), y = operand(c, 1, t);
-  Value r = mul(b, x, unary(b, "stablehlo.log", y));
-  r = select(b, compare(b, x, k(b, 0, x), "EQ"), k(b, 0, r), r);
-  r = select(b, isnan(b, y), y, r);
+  Value r = mul(b, x, unary(b, Unary::Log, y));
+  r = select(b, compare(b, x, k(b, 0, x), Direction::EQ), k(b, 0, r), r);
+  r = select(b, is_nan(b, y), y, r);
   return {convert(b, r, c.out().dtype)};
 }
 
@@ -70,9 +67,9 @@ Value nan_to_num_real(Context& c, Value x) {
   auto value = [&](size_t i, double dflt) { return rounded_constant(b, c.has(i) ? c.double_arg(i) : dflt, x); };
   double top = max_finite(x.dtype());
   Value inf = k(b, INFINITY, x);
-  Value r = select(b, isnan(b, x), value(1, 0.0), x);
-  r = select(b, compare(b, x, inf, "EQ"), value(2, top), r);
-  return select(b, compare(b, x, neg(b, inf), "EQ"), value(3, -top), r);
+  Value r = select(b, is_nan(b, x), value(1, 0.0), x);
+  r = select(b, compare(b, x, inf, Direction::EQ), value(2, top), r);
+  return select(b, compare(b, x, neg(b, inf), Direction::EQ), value(3, -top), r);
 }
 
 // nan_to_num(self, nan?, posinf?, neginf?); complex: the real and imaginary parts separately.
@@ -82,9 +79,9 @@ std::vector<Value> nan_to_num(Context& c) {
   Value x = convert(b, c.tensor(0), t);
   if (is_complex(t)) {
     Type rt(real_part(t), x.shape());
-    Value re = nan_to_num_real(c, b.emit1("stablehlo.real", {x}, rt));
-    Value im = nan_to_num_real(c, b.emit1("stablehlo.imag", {x}, rt));
-    return {b.emit1("stablehlo.complex", {re, im}, x.type)};
+    Value re = nan_to_num_real(c, real(b, x));
+    Value im = nan_to_num_real(c, imag(b, x));
+    return {complex(b, re, im)};
   }
   if (!is_float(t)) return {x};
   return {nan_to_num_real(c, x)};
@@ -115,39 +112,39 @@ std::vector<Value> ldexp(Context& c) {
     // into NaN, as the CPU's x * (inf + 0i) gives (a complex 2^e, exp(e log 2), has a NaN part).
     DType rt = real_part(t);
     Value x = operand(c, 0, t), e = operand(c, 1, rt);
-    Value scale = binary(b, "stablehlo.power", k(b, 2, e), e);
+    Value scale = binary(b, Binary::Power, k(b, 2, e), e);
     Type part(rt, c.out().shape);
-    Value re = mul(b, b.emit1("stablehlo.real", {x}, part), scale);
-    Value im = mul(b, b.emit1("stablehlo.imag", {x}, part), scale);
-    return {convert(b, b.emit1("stablehlo.complex", {re, im}, Type(t, c.out().shape)), c.out().dtype)};
+    Value re = mul(b, real(b, x), scale);
+    Value im = mul(b, imag(b, x), scale);
+    return {convert(b, complex(b, re, im), c.out().dtype)};
   }
   Value x = operand(c, 0, t), e = operand(c, 1, t);
-  return {convert(b, mul(b, x, binary(b, "stablehlo.power", k(b, 2, e), e)), c.out().dtype)};
+  return {convert(b, mul(b, x, binary(b, Binary::Power, k(b, 2, e), e)), c.out().dtype)};
 }
 
 // Python's floor division of floats as the CPU computes it (c10's div_floor_floating): from
 // fmod rather than floor(x / y), so floor_divide(1, 0.1) is 9 like Python, and inf // 2 is NaN.
 Value floor_divide_float(Builder& b, Value x, Value y) {
   Value zero = k(b, 0, x);
-  Value mod = binary(b, "stablehlo.remainder", x, y);
+  Value mod = binary(b, Binary::Remainder, x, y);
   Value d = div(b, sub(b, x, mod), y);
-  Value fix = land(b, compare(b, mod, zero, "NE"),
-                   compare(b, compare(b, y, zero, "LT"), compare(b, mod, zero, "LT"), "NE"));
+  Value fix = logical_and(b, compare(b, mod, zero, Direction::NE),
+                   compare(b, compare(b, y, zero, Direction::LT), compare(b, mod, zero, Direction::LT), Direction::NE));
   d = select(b, fix, sub(b, d, k(b, 1, d)), d);
-  Value fl = unary(b, "stablehlo.floor", d);
-  fl = select(b, compare(b, sub(b, d, fl), k(b, 0.5, d), "GT"), add(b, fl, k(b, 1, fl)), fl);
+  Value fl = unary(b, Unary::Floor, d);
+  fl = select(b, compare(b, sub(b, d, fl), k(b, 0.5, d), Direction::GT), add(b, fl, k(b, 1, fl)), fl);
   Value q = div(b, x, y);
   Value signed_zero = select(b, signbit_of(b, q), neg(b, zero), zero);
-  Value r = select(b, compare(b, d, zero, "NE"), fl, signed_zero);
-  return select(b, compare(b, y, zero, "EQ"), q, r);
+  Value r = select(b, compare(b, d, zero, Direction::NE), fl, signed_zero);
+  return select(b, compare(b, y, zero, Direction::EQ), q, r);
 }
 
 Value floor_divide_int(Builder& b, Value x, Value y) {
   Value q = div(b, x, y);  // truncates
-  Value r = binary(b, "stablehlo.remainder", x, y);
+  Value r = binary(b, Binary::Remainder, x, y);
   Value zero = k(b, 0, r);
-  Value adjust = land(b, compare(b, r, zero, "NE"),
-                      compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE"));
+  Value adjust = logical_and(b, compare(b, r, zero, Direction::NE),
+                      compare(b, compare(b, r, zero, Direction::LT), compare(b, y, zero, Direction::LT), Direction::NE));
   return select(b, adjust, sub(b, q, k(b, 1, q)), q);
 }
 
@@ -162,7 +159,7 @@ std::vector<Value> floor_divide(Context& c) {
   } else {
     // Integer division by zero raises on the CPU; here at the next host sync.
     if (y.type.numel() > 0) {
-      b.assert_false(reduce(b, compare(b, y, k(b, 0, y), "EQ"), all_dims(y), "or"), "ZeroDivisionError", CheckKind::RuntimeError);
+      b.assert_false(reduce(b, compare(b, y, k(b, 0, y), Direction::EQ), all_dims(y), "or"), "ZeroDivisionError", CheckKind::RuntimeError);
     }
     r = floor_divide_int(b, x, y);
   }
@@ -171,18 +168,18 @@ std::vector<Value> floor_divide(Context& c) {
 
 // gcd by Euclid's algorithm in a while loop over the whole tensor (until every divisor is 0).
 Value gcd_of(Builder& b, Value x, Value y) {
-  Value a0 = is_unsigned(x.dtype()) ? x : unary(b, "stablehlo.abs", x);
-  Value b0 = is_unsigned(y.dtype()) ? y : unary(b, "stablehlo.abs", y);
+  Value a0 = is_unsigned(x.dtype()) ? x : unary(b, Unary::Abs, x);
+  Value b0 = is_unsigned(y.dtype()) ? y : unary(b, Unary::Abs, y);
   Type t = x.type;
   std::string cond = b.region({t, t}, [&](Builder& r, const std::vector<Value>& v) {
-    Value nz = compare(r, v[1], scalar_like(r, 0, v[1]), "NE");
+    Value nz = compare(r, v[1], scalar_like(r, 0, v[1]), Direction::NE);
     return std::vector<Value>{t.numel() == 0 ? constant(r, 0, DType::Pred) : reduce(r, nz, all_dims(v[1]), "or")};
   });
   std::string body = b.region({t, t}, [&](Builder& r, const std::vector<Value>& v) {
     Value zero = scalar_like(r, 0, v[1]);
-    Value nz = compare(r, v[1], zero, "NE");
+    Value nz = compare(r, v[1], zero, Direction::NE);
     Value safe = select(r, nz, v[1], scalar_like(r, 1, v[1]));
-    Value rem = binary(r, "stablehlo.remainder", v[0], safe);
+    Value rem = binary(r, Binary::Remainder, v[0], safe);
     return std::vector<Value>{select(r, nz, v[1], v[0]), select(r, nz, rem, zero)};
   });
   return b.emit("stablehlo.while", {a0, b0}, {t, t}, "", {cond, body}).at(0);
@@ -199,9 +196,9 @@ Rule gcd_lcm(bool lcm) {
     Value g = gcd_of(b, x, y);
     if (!lcm) return std::vector<Value>{convert(b, g, c.out().dtype)};
     Value zero = k(b, 0, g);
-    Value gz = compare(b, g, zero, "EQ");
+    Value gz = compare(b, g, zero, Direction::EQ);
     Value q = mul(b, div(b, x, select(b, gz, k(b, 1, g), g)), y);
-    if (!is_unsigned(t)) q = unary(b, "stablehlo.abs", q);
+    if (!is_unsigned(t)) q = unary(b, Unary::Abs, q);
     return std::vector<Value>{convert(b, select(b, gz, zero, q), c.out().dtype)};
   };
 }
@@ -215,19 +212,19 @@ Rule shift(bool left) {
     if (!is_integer(t) || t == DType::Pred) throw NotLowerable("bit shift of a non-integer type");
     Value x = operand(c, 0, t), s = operand(c, 1, t);
     double bits = bit_width(t);
-    Value out_of_range = compare(b, s, k(b, bits, s), "GE");
-    if (!is_unsigned(t)) out_of_range = lor(b, out_of_range, compare(b, s, k(b, 0, s), "LT"));
+    Value out_of_range = compare(b, s, k(b, bits, s), Direction::GE);
+    if (!is_unsigned(t)) out_of_range = logical_or(b, out_of_range, compare(b, s, k(b, 0, s), Direction::LT));
     Value safe = select(b, out_of_range, k(b, 0, s), s);
     Value r, fill;
     if (left) {
-      r = binary(b, "stablehlo.shift_left", x, safe);
+      r = binary(b, Binary::ShiftLeft, x, safe);
       fill = k(b, 0, x);
     } else if (is_unsigned(t)) {
-      r = binary(b, "stablehlo.shift_right_logical", x, safe);
+      r = binary(b, Binary::ShiftRightLogical, x, safe);
       fill = k(b, 0, x);
     } else {
-      r = binary(b, "stablehlo.shift_right_arithmetic", x, safe);
-      fill = select(b, compare(b, x, k(b, 0, x), "LT"), k(b, -1, x), k(b, 0, x));
+      r = binary(b, Binary::ShiftRightArithmetic, x, safe);
+      fill = select(b, compare(b, x, k(b, 0, x), Direction::LT), k(b, -1, x), k(b, 0, x));
     }
     return std::vector<Value>{convert(b, select(b, out_of_range, fill, r), c.out().dtype)};
   };
@@ -240,17 +237,17 @@ std::vector<Value> angle(Context& c) {
   DType out = c.out().dtype;
   if (is_complex(z.dtype())) {
     Type rt(real_part(z.dtype()), z.shape());
-    Value re = b.emit1("stablehlo.real", {z}, rt), im = b.emit1("stablehlo.imag", {z}, rt);
-    return {convert(b, binary(b, "stablehlo.atan2", im, re), out)};
+    Value re = real(b, z), im = imag(b, z);
+    return {convert(b, binary(b, Binary::Atan2, im, re), out)};
   }
   Value x = convert(b, z, opmath(out));
-  Value r = select(b, compare(b, x, k(b, 0, x), "LT"), k(b, M_PI, x), k(b, 0, x));
-  return {convert(b, select(b, isnan(b, x), x, r), out)};
+  Value r = select(b, compare(b, x, k(b, 0, x), Direction::LT), k(b, M_PI, x), k(b, 0, x));
+  return {convert(b, select(b, is_nan(b, x), x, r), out)};
 }
 
 Value make_complex(Builder& b, Value re, Value im, DType out) {
   if (!is_complex(out)) throw NotLowerable("complex result type");
-  return b.emit1("stablehlo.complex", {re, im}, Type(out, re.shape()));
+  return complex(b, re, im);
 }
 
 std::vector<Value> complex(Context& c) {  // (real, imag)
@@ -266,8 +263,8 @@ std::vector<Value> polar(Context& c) {  // (abs, angle)
   if (!is_complex(out)) throw NotLowerable("complex result type");
   DType t = real_part(out);
   Value r = operand(c, 0, t), th = operand(c, 1, t);
-  Value re = mul(b, r, unary(b, "stablehlo.cosine", th));
-  Value im = mul(b, r, unary(b, "stablehlo.sine", th));
+  Value re = mul(b, r, unary(b, Unary::Cosine, th));
+  Value im = mul(b, r, unary(b, Unary::Sine, th));
   return {make_complex(b, re, im, out)};
 }
 

@@ -82,10 +82,10 @@ Value bag_of_positions(Builder& b, Value offs, int64_t N) {
   for (int64_t m = B; m > 0; m >>= 1) ++steps;
   for (int i = 0; i < steps; ++i) {
     Value mid = add(b, start, div(b, sub(b, end, start), two));
-    Value active = compare(b, start, end, "LT");
+    Value active = compare(b, start, end, Direction::LT);
     Value v = gather_1d(b, offs, min(b, mid, last));
-    Value right = binary(b, "stablehlo.and", active, compare(b, v, pos, "LE"));
-    Value left = binary(b, "stablehlo.and", active, unary(b, "stablehlo.not", compare(b, v, pos, "LE")));
+    Value right = binary(b, Binary::And, active, compare(b, v, pos, Direction::LE));
+    Value left = binary(b, Binary::And, active, unary(b, Unary::Not, compare(b, v, pos, Direction::LE)));
     start = select(b, right, add(b, mid, one), start);
     end = select(b, left, mid, end);
   }
@@ -122,18 +122,18 @@ std::vector<Value> embedding_bag(Context& c) {
   Value idx = convert(b, indices, DType::S64);
   Value offs_all = convert(b, offsets, DType::S64);
   if (N > 0) {
-    Value bad = binary(b, "stablehlo.or", compare(b, idx, constant(b, 0, DType::S64, {N}), "LT"),
-                       compare(b, idx, constant(b, static_cast<double>(num_weights), DType::S64, {N}), "GE"));
+    Value bad = binary(b, Binary::Or, compare(b, idx, constant(b, 0, DType::S64, {N}), Direction::LT),
+                       compare(b, idx, constant(b, static_cast<double>(num_weights), DType::S64, {N}), Direction::GE));
     b.assert_false(any_true(b, bad), "embedding_bag: an index is not in the valid range [0, " +
                                          std::to_string(num_weights) + ")");
   }
   if (O > 0) {
     Value first = reshape(b, slice(b, offs_all, {0}, {1}, {1}), {});
-    b.assert_false(compare(b, first, constant(b, 0, DType::S64), "NE"),
+    b.assert_false(compare(b, first, constant(b, 0, DType::S64), Direction::NE),
                    "embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
                    "position 0");
     Value lastoff = reshape(b, slice(b, offs_all, {O - 1}, {O}, {1}), {});
-    b.assert_false(compare(b, lastoff, constant(b, static_cast<double>(N), DType::S64), "GT"),
+    b.assert_false(compare(b, lastoff, constant(b, static_cast<double>(N), DType::S64), Direction::GT),
                    "embedding_bag: offsets[-1] can not be greater than input's length " + std::to_string(N));
   }
   auto aux = [&](size_t i, Value v) {  // fitted to the meta kernel's shape (or empty)
@@ -148,7 +148,7 @@ std::vector<Value> embedding_bag(Context& c) {
   Value bag = bag_of_positions(b, offs, N);  // [N], in [0, B)
   bag = clamp(b, constant(b, 0, DType::S64, {N}), bag, constant(b, static_cast<double>(B - 1), DType::S64, {N}));
   Value safe_idx = clamp(b, constant(b, 0, DType::S64, {N}), idx, constant(b, static_cast<double>(num_weights - 1), DType::S64, {N}));
-  Value not_pad = compare(b, idx, constant(b, static_cast<double>(padding_idx), DType::S64, {N}), "NE");
+  Value not_pad = compare(b, idx, constant(b, static_cast<double>(padding_idx), DType::S64, {N}), Direction::NE);
   if (padding_idx < 0) not_pad = constant(b, 1, DType::Pred, {N});
   Value counts = scatter_1d(b, constant(b, 0, DType::S64, {B}), bag, convert(b, not_pad, DType::S64), "add");
   Value rows = convert(b, gather_rows(b, w, safe_idx), acc);  // [N, D]
@@ -157,7 +157,7 @@ std::vector<Value> embedding_bag(Context& c) {
     Value keep = not_pad;
     if (include_last) {  // entries past offsets[-1] are not added (PyTorch's CPU kernel)
       Value end = broadcast_in_dim(b, reshape(b, slice(b, offs_all, {O - 1}, {O}, {1}), {}), {N}, {});
-      keep = binary(b, "stablehlo.and", keep, compare(b, iota(b, Type(DType::S64, {N}), 0), end, "LT"));
+      keep = binary(b, Binary::And, keep, compare(b, iota(b, Type(DType::S64, {N}), 0), end, Direction::LT));
     }
     if (c.has(6)) rows = mul(b, rows, broadcast_in_dim(b, convert(b, c.tensor(6), acc), {N, D}, {0}));
     rows = select(b, broadcast_in_dim(b, keep, {N, D}, {0}), rows, zeros(b, rows.type));
@@ -176,23 +176,23 @@ std::vector<Value> embedding_bag(Context& c) {
     Value first_row = gather_1d(b, safe_idx, first_pos);  // [B]
     // The maximum over the bag's non-NaN entries (the first entry included).
     Value ninf = constant(b, -std::numeric_limits<double>::infinity(), acc, {N, D});
-    Value usable = binary(b, "stablehlo.and", broadcast_in_dim(b, not_pad, {N, D}, {0}), compare(b, rows, rows, "EQ"));
+    Value usable = binary(b, Binary::And, broadcast_in_dim(b, not_pad, {N, D}, {0}), compare(b, rows, rows, Direction::EQ));
     Value cand = select(b, usable, rows, ninf);
     Value best = scatter_rows(b, constant(b, -std::numeric_limits<double>::infinity(), acc, {B, D}), bag, cand, "max");
     // Its first position in the bag.
     Value best_at = gather_rows(b, best, bag);  // [N, D]
-    Value hit = binary(b, "stablehlo.and", usable, compare(b, rows, best_at, "EQ"));
+    Value hit = binary(b, Binary::And, usable, compare(b, rows, best_at, Direction::EQ));
     Value posd = broadcast_in_dim(b, pos, {N, D}, {0});
     Value where = scatter_rows(b, constant(b, static_cast<double>(N), DType::S64, {B, D}), bag,
                                select(b, hit, posd, constant(b, static_cast<double>(N), DType::S64, {N, D})), "min");
     where = clamp(b, constant(b, 0, DType::S64, {B, D}), where, constant(b, static_cast<double>(N - 1), DType::S64, {B, D}));
     Value best_row = reshape(b, gather_1d(b, safe_idx, reshape(b, where, {B * D})), {B, D});
     // A NaN first entry stays; an empty bag gives 0.
-    Value first_nan = compare(b, first_val, first_val, "NE");
+    Value first_nan = compare(b, first_val, first_val, Direction::NE);
     Value first_row_d = broadcast_in_dim(b, first_row, {B, D}, {0});
     output = select(b, first_nan, first_val, best);
     max_idx = select(b, first_nan, first_row_d, best_row);
-    Value empty = broadcast_in_dim(b, compare(b, counts, constant(b, 0, DType::S64, {B}), "EQ"), {B, D}, {0});
+    Value empty = broadcast_in_dim(b, compare(b, counts, constant(b, 0, DType::S64, {B}), Direction::EQ), {B, D}, {0});
     output = select(b, empty, zeros(b, output.type), output);
     max_idx = select(b, empty, zeros(b, max_idx.type), max_idx);
   }
@@ -230,7 +230,7 @@ std::vector<Value> dense_backward(Context& c, size_t shift) {
   Value sizes = slice(b, convert(b, bag_size, DType::S64), {0}, {B}, {1});
   if (mode == kMax) {
     Value mi = convert(b, c.tensor(at(4)), DType::S64);  // [B, D]
-    Value live = broadcast_in_dim(b, compare(b, sizes, constant(b, 0, DType::S64, {B}), "GT"), {B, D}, {0});
+    Value live = broadcast_in_dim(b, compare(b, sizes, constant(b, 0, DType::S64, {B}), Direction::GT), {B, D}, {0});
     Value col = iota(b, Type(DType::S64, {B, D}), 1);
     Value coords = concatenate(b, {reshape(b, mi, {B, D, 1}), reshape(b, col, {B, D, 1})}, 2);
     ScatterDims d;
@@ -249,7 +249,7 @@ std::vector<Value> dense_backward(Context& c, size_t shift) {
   }
   if (c.has(at(8))) rows = mul(b, rows, broadcast_in_dim(b, convert(b, c.tensor(at(8)), acc), {N, D}, {0}));
   if (padding_idx >= 0) {
-    Value keep = compare(b, idx, constant(b, static_cast<double>(padding_idx), DType::S64, {N}), "NE");
+    Value keep = compare(b, idx, constant(b, static_cast<double>(padding_idx), DType::S64, {N}), Direction::NE);
     rows = select(b, broadcast_in_dim(b, keep, {N, D}, {0}), rows, zeros(b, rows.type));
   }
   return {convert(b, scatter_rows(b, grad_w, idx, rows, "add"), out.dtype)};
@@ -275,7 +275,7 @@ std::vector<Value> per_sample_weights_backward(Context& c) {
   Value r = reduce(b, mul(b, gather_rows(b, g, bag), gather_rows(b, w, safe)), {1}, "add");
   int64_t padding_idx = c.has(6) ? c.int_arg(6) : -1;
   if (padding_idx >= 0) {
-    Value keep = compare(b, idx, constant(b, static_cast<double>(padding_idx), DType::S64, {N}), "NE");
+    Value keep = compare(b, idx, constant(b, static_cast<double>(padding_idx), DType::S64, {N}), Direction::NE);
     r = select(b, keep, r, zeros(b, r.type));
   }
   return {convert(b, r, out.dtype)};

@@ -50,7 +50,7 @@ std::vector<Value> linspace(Context& c) {
   Value i = convert(b, index, acc);
   Value lo = add(b, start, mul(b, i, step));
   Value hi = sub(b, end, mul(b, sub(b, constant(b, static_cast<double>(n - 1), acc, {n}), i), step));
-  Value first_half = compare(b, index, constant(b, static_cast<double>(n / 2), index_type, {n}), "LT");
+  Value first_half = compare(b, index, constant(b, static_cast<double>(n / 2), index_type, {n}), Direction::LT);
   return {convert(b, select(b, first_half, lo, hi), out.dtype)};
 }
 
@@ -59,7 +59,7 @@ std::vector<Value> eye(Context& c) {
   Builder& b = c.b;
   const Type& out = c.out();
   Value r = iota(b, Type(DType::S64, out.shape), 0), col = iota(b, Type(DType::S64, out.shape), 1);
-  return {convert(b, compare(b, r, col, "EQ"), out.dtype)};
+  return {convert(b, compare(b, r, col, Direction::EQ), out.dtype)};
 }
 
 // empty* has no defined contents; zeros keep graphs deterministic.

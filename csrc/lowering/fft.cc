@@ -30,8 +30,6 @@ void check_dtype(DType t) {
   }
 }
 
-DType complex_of(DType t) { return (t == DType::F64 || t == DType::C128) ? DType::C128 : DType::C64; }
-
 // 64-bit transforms along the last dim through dft_last_dim (libtpu has no 64-bit FFT).
 Value fft_last_dim_64(Builder& b, Value t, const std::string& kind, int64_t length, DType result) {
   if (kind == "FFT" || kind == "IFFT") return dft_last_dim(b, t, kind == "IFFT");
@@ -53,13 +51,13 @@ Value fft_last_dim_64(Builder& b, Value t, const std::string& kind, int64_t leng
   if (lim.back() > 1) {
     Value upper = slice(b, t, start, lim, step);
     DType rt = real_part(t.dtype());
-    Value re = b.emit1("stablehlo.real", {upper}, Type(rt, upper.shape()));
-    Value im = unary(b, "stablehlo.negate", b.emit1("stablehlo.imag", {upper}, Type(rt, upper.shape())));
-    Value conj = reverse(b, b.emit1("stablehlo.complex", {re, im}, upper.type), {r - 1});
+    Value re = real(b, upper);
+    Value im = unary(b, Unary::Negate, imag(b, upper));
+    Value conj = reverse(b, complex(b, re, im), {r - 1});
     full = concatenate(b, {full, conj}, r - 1);
   }
   Value y = dft_last_dim(b, full, true);
-  return b.emit1("stablehlo.real", {y}, Type(result, y.shape()));
+  return real(b, y);
 }
 
 // 1-D transform of `x` along `dim`: fft_type FFT, IFFT, RFFT or IRFFT; `length` is the
@@ -181,16 +179,16 @@ std::vector<Value> fft_c2r(Context& c) {
   }
   // Only the real parts of the zero-frequency and (even length) Nyquist terms count.
   DType rt = real_part(ct);
-  Value re = b.emit1("stablehlo.real", {x}, Type(rt, x.shape()));
-  Value im = b.emit1("stablehlo.imag", {x}, Type(rt, x.shape()));
+  Value re = real(b, x);
+  Value im = imag(b, x);
   Value pos = iota(b, Type(DType::S64, x.shape()), last);
-  Value drop = compare(b, pos, constant(b, 0, DType::S64, x.shape()), "EQ");
+  Value drop = compare(b, pos, constant(b, 0, DType::S64, x.shape()), Direction::EQ);
   if (length % 2 == 0) {
-    drop = binary(b, "stablehlo.or", drop,
-                  compare(b, pos, constant(b, static_cast<double>(length / 2), DType::S64, x.shape()), "EQ"));
+    drop = binary(b, Binary::Or, drop,
+                  compare(b, pos, constant(b, static_cast<double>(length / 2), DType::S64, x.shape()), Direction::EQ));
   }
   im = select(b, drop, zeros(b, im.type), im);
-  x = b.emit1("stablehlo.complex", {re, im}, x.type);
+  x = complex(b, re, im);
   Value y = fft1(b, x, last, "IRFFT", length, rt);
   return {convert(b, scale(b, y, norm_factor(c.int_arg(2), n) * n), out.dtype)};
 }

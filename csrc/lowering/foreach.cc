@@ -101,13 +101,13 @@ Value operand(Context& c, size_t a, size_t i, DType t, const std::vector<int64_t
 }
 
 // (self, other, [alpha]): self op alpha * other
-Rule binary(const std::string& op, bool with_alpha = false) {
+Rule binary(Binary op, bool with_alpha = false) {
   return foreach_rule([op, with_alpha](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
     Value x = operand(c, 0, i, t, s), y = operand(c, 1, i, t, s);
     if (with_alpha && c.has(2)) y = times_alpha(c.b, y, elem(c, 2, i), element_type(c, i));
     // The CPU adds other * alpha (alpha = 1 by default), a complex multiply: -inf + 0i becomes
     // -inf + NaN i.
-    if (!(with_alpha && c.has(2)) && is_complex(t) && (op == "stablehlo.add" || op == "stablehlo.subtract")) {
+    if (!(with_alpha && c.has(2)) && is_complex(t) && (op == Binary::Add || op == Binary::Subtract)) {
       y = times_complex_one(c.b, y);
     }
     return hlo::binary(c.b, op, x, y);
@@ -119,7 +119,7 @@ Rule unary(std::function<Value(Builder&, Value)> f) {
     return f(c.b, operand(c, 0, i, t, s));
   });
 }
-Rule hlo_unary(const std::string& op) {
+Rule hlo_unary(Unary op) {
   return unary([op](Builder& b, Value x) { return hlo::unary(b, op, x); });
 }
 
@@ -131,14 +131,14 @@ std::vector<Value> foreach_abs(Context& c) {
   for (size_t i = 0; i < n; ++i) {
     Value x = elem(c, 0, i);
     require_dtype(x.dtype() != DType::Pred, "abs_cpu", x.dtype());
-    Value r = is_unsigned(x.dtype()) ? x : is_complex(x.dtype()) ? complex_abs(c.b, x) : hlo::unary(c.b, "stablehlo.abs", x);
+    Value r = is_unsigned(x.dtype()) ? x : is_complex(x.dtype()) ? complex_abs(c.b, x) : hlo::unary(c.b, Unary::Abs, x);
     out.push_back(cast_to(c.b, r, c.out_types[i].dtype, c.out_types[i].shape));
   }
   return out;
 }
 
 // maximum/minimum (and clamp_min/clamp_max) with a NaN on either side giving NaN, as on the CPU.
-Rule extreme(const std::string& op) {
+Rule extreme(Binary op) {
   return foreach_rule([op](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
     return nan_propagating(c.b, op, operand(c, 0, i, t, s), operand(c, 1, i, t, s));
   });
@@ -164,7 +164,7 @@ Rule lerp() {
     Value w = c.arg(2).is_wrapped_scalar ? cast_to(b, elem(c, 2, i), t, s) : operand(c, 2, i, t, s);
     Value diff = sub(b, e, x);
     Type real(real_part(t), s);  // |w| of a complex weight is real
-    Value small = compare(b, b.emit1("stablehlo.abs", {w}, real), constant(b, 0.5, real.dtype, s), "LT");
+    Value small = compare(b, unary(b, Unary::Abs, w), constant(b, 0.5, real.dtype, s), Direction::LT);
     Value lo = add(b, x, mul(b, w, diff));
     Value hi = sub(b, e, mul(b, diff, sub(b, constant(b, 1, t, s), w)));
     return select(b, small, lo, hi);
@@ -185,20 +185,20 @@ std::vector<Value> norm(Context& c) {
     x = convert(b, x, t);
     std::vector<int64_t> all(x.rank());
     for (int64_t d = 0; d < x.rank(); ++d) all[d] = d;
-    Value ax = hlo::unary(b, "stablehlo.abs", x);
+    Value ax = hlo::unary(b, Unary::Abs, x);
     Value p = convert(b, c.has(1) ? c.tensor(1) : constant(b, 2, t), t);
     Value ps = broadcast_in_dim(b, p, x.shape(), {});
-    auto is = [&](double v) { return compare(b, p, constant(b, v, t), "EQ"); };
+    auto is = [&](double v) { return compare(b, p, constant(b, v, t), Direction::EQ); };
     Value sum_sq = reduce(b, mul(b, ax, ax), all, "add");
-    Value l2 = hlo::unary(b, "stablehlo.sqrt", sum_sq);
+    Value l2 = hlo::unary(b, Unary::Sqrt, sum_sq);
     Value l1 = reduce(b, ax, all, "add");
     // The inf norms of a tensor holding NaN are NaN, as on the CPU (XLA's max/min skip it).
-    Value has_nan = reduce(b, compare(b, ax, ax, "NE"), all, "or");
+    Value has_nan = reduce(b, compare(b, ax, ax, Direction::NE), all, "or");
     Value nan_value = constant(b, std::numeric_limits<double>::quiet_NaN(), t);
     Value linf = select(b, has_nan, nan_value, reduce(b, ax, all, "max"));
     Value lminf = select(b, has_nan, nan_value, reduce(b, ax, all, "min"));
-    Value l0 = reduce(b, convert(b, compare(b, ax, zeros(b, ax.type), "NE"), t), all, "add");
-    Value lp = hlo::binary(b, "stablehlo.power", reduce(b, hlo::binary(b, "stablehlo.power", ax, ps), all, "add"),
+    Value l0 = reduce(b, convert(b, compare(b, ax, zeros(b, ax.type), Direction::NE), t), all, "add");
+    Value lp = hlo::binary(b, Binary::Power, reduce(b, hlo::binary(b, Binary::Power, ax, ps), all, "add"),
                            div(b, constant(b, 1, t), p));
     double inf = std::numeric_limits<double>::infinity();
     Value r = select(b, is(2), l2,
@@ -216,29 +216,29 @@ Value reciprocal(Builder& b, Value x) { return div(b, scalar_like(b, 1, x), x); 
 // Helpers of the unary ops below, matching elementwise.cc's rules for the single-tensor ops.
 Value foreach_trunc(Builder& b, Value x) {
   if (!is_float(x.dtype())) return x;
-  Value neg = compare(b, x, scalar_like(b, 0, x), "LT");
-  return select(b, neg, hlo::unary(b, "stablehlo.ceil", x), hlo::unary(b, "stablehlo.floor", x));
+  Value neg = compare(b, x, scalar_like(b, 0, x), Direction::LT);
+  return select(b, neg, hlo::unary(b, Unary::Ceil, x), hlo::unary(b, Unary::Floor, x));
 }
-Rule float_only(const std::string& op) {  // floor/ceil/round: integers are unchanged
+Rule float_only(Unary op) {  // floor/ceil/round: integers are unchanged
   return unary([op](Builder& b, Value x) { return is_float(x.dtype()) ? hlo::unary(b, op, x) : x; });
 }
 // log(x) / ln(base). A complex log is divided part by part by the real ln(base), as the CPU's
 // std::log2/log10 do: a complex division would turn log(inf + yi)'s 0 imaginary part into NaN.
 Rule log_base(double ln_base) {
   return unary([ln_base](Builder& b, Value x) {
-    Value l = hlo::unary(b, "stablehlo.log", x);
+    Value l = hlo::unary(b, Unary::Log, x);
     if (!is_complex(x.dtype())) return div(b, l, scalar_like(b, ln_base, x));
     Type rt(x.dtype() == DType::C64 ? DType::F32 : DType::F64, x.shape());
-    Value re = b.emit1("stablehlo.real", {l}, rt), im = b.emit1("stablehlo.imag", {l}, rt);
+    Value re = real(b, l), im = imag(b, l);
     Value k = constant(b, ln_base, rt.dtype, rt.shape);
-    return b.emit1("stablehlo.complex", {div(b, re, k), div(b, im, k)}, x.type);
+    return complex(b, div(b, re, k), div(b, im, k));
   });
 }
 // sign as the CPU's (0 < x) - (x < 0): NaN gives 0, unsigned values 0 or 1.
 Value foreach_sign(Builder& b, Value x) {
   if (x.dtype() == DType::Pred) return x;
   Value zero = scalar_like(b, 0, x);
-  Value positive = convert(b, compare(b, zero, x, "LT"), x.dtype()), negative = convert(b, compare(b, x, zero, "LT"), x.dtype());
+  Value positive = convert(b, compare(b, zero, x, Direction::LT), x.dtype()), negative = convert(b, compare(b, x, zero, Direction::LT), x.dtype());
   return sub(b, positive, negative);
 }
 
@@ -246,10 +246,10 @@ Value foreach_sign(Builder& b, Value x) {
 // see elementwise.cc).
 Value foreach_atan(Builder& b, Value x) {
   Value one = scalar_like(b, 1, x);
-  Value r = hlo::unary(b, "stablehlo.sqrt", add(b, one, mul(b, x, x)));
-  Value a = mul(b, scalar_like(b, 2, x), hlo::binary(b, "stablehlo.atan2", x, add(b, one, r)));
-  Value huge = compare(b, hlo::unary(b, "stablehlo.abs", x), scalar_like(b, 1e18, x), "GT");
-  return select(b, huge, mul(b, hlo::unary(b, "stablehlo.sign", x), scalar_like(b, M_PI / 2, x)), a);
+  Value r = hlo::unary(b, Unary::Sqrt, add(b, one, mul(b, x, x)));
+  Value a = mul(b, scalar_like(b, 2, x), hlo::binary(b, Binary::Atan2, x, add(b, one, r)));
+  Value huge = compare(b, hlo::unary(b, Unary::Abs, x), scalar_like(b, 1e18, x), Direction::GT);
+  return select(b, huge, mul(b, hlo::unary(b, Unary::Sign, x), scalar_like(b, M_PI / 2, x)), a);
 }
 
 // _foreach_max(self): the NaN-propagating maximum of each tensor, as a 0-d tensor.
@@ -266,7 +266,7 @@ std::vector<Value> foreach_max(Context& c) {
     for (int64_t d = 0; d < x.rank(); ++d) all[d] = d;
     Value r = x.rank() == 0 ? x : reduce(b, x, all, "max");
     if (is_float(x.dtype()) && x.rank() > 0) {
-      Value any_nan = reduce(b, compare(b, x, x, "NE"), all, "or");
+      Value any_nan = reduce(b, compare(b, x, x, Direction::NE), all, "or");
       r = select(b, any_nan, constant(b, NAN, x.dtype()), r);
     }
     out.push_back(reshape(b, r, ot.shape));
@@ -275,39 +275,39 @@ std::vector<Value> foreach_max(Context& c) {
 }
 
 const Registrar registrar({
-    {"_foreach_add.Scalar", binary("stablehlo.add")},
-    {"_foreach_add.List", binary("stablehlo.add", true)},
-    {"_foreach_add.ScalarList", binary("stablehlo.add")},
-    {"_foreach_add.Tensor", binary("stablehlo.add", true)},
-    {"_foreach_sub.Scalar", binary("stablehlo.subtract")},
-    {"_foreach_sub.List", binary("stablehlo.subtract", true)},
-    {"_foreach_sub.ScalarList", binary("stablehlo.subtract")},
-    {"_foreach_mul.Scalar", binary("stablehlo.multiply")},
-    {"_foreach_mul.List", binary("stablehlo.multiply")},
-    {"_foreach_mul.ScalarList", binary("stablehlo.multiply")},
-    {"_foreach_mul.Tensor", binary("stablehlo.multiply")},
-    {"_foreach_div.Scalar", binary("stablehlo.divide")},
-    {"_foreach_div.List", binary("stablehlo.divide")},
-    {"_foreach_div.ScalarList", binary("stablehlo.divide")},
-    {"_foreach_div.Tensor", binary("stablehlo.divide")},
-    {"_foreach_maximum.Scalar", extreme("stablehlo.maximum")},
-    {"_foreach_maximum.List", extreme("stablehlo.maximum")},
-    {"_foreach_maximum.ScalarList", extreme("stablehlo.maximum")},
-    {"_foreach_minimum.Scalar", extreme("stablehlo.minimum")},
-    {"_foreach_minimum.List", extreme("stablehlo.minimum")},
-    {"_foreach_minimum.ScalarList", extreme("stablehlo.minimum")},
-    {"_foreach_clamp_min.Scalar", extreme("stablehlo.maximum")},
-    {"_foreach_clamp_min.List", extreme("stablehlo.maximum")},
-    {"_foreach_clamp_min.ScalarList", extreme("stablehlo.maximum")},
-    {"_foreach_clamp_max.Scalar", extreme("stablehlo.minimum")},
-    {"_foreach_clamp_max.List", extreme("stablehlo.minimum")},
-    {"_foreach_clamp_max.ScalarList", extreme("stablehlo.minimum")},
-    {"_foreach_pow.List", binary("stablehlo.power")},
-    {"_foreach_pow.Scalar", binary("stablehlo.power")},
-    {"_foreach_pow.ScalarList", binary("stablehlo.power")},
+    {"_foreach_add.Scalar", binary(Binary::Add)},
+    {"_foreach_add.List", binary(Binary::Add, true)},
+    {"_foreach_add.ScalarList", binary(Binary::Add)},
+    {"_foreach_add.Tensor", binary(Binary::Add, true)},
+    {"_foreach_sub.Scalar", binary(Binary::Subtract)},
+    {"_foreach_sub.List", binary(Binary::Subtract, true)},
+    {"_foreach_sub.ScalarList", binary(Binary::Subtract)},
+    {"_foreach_mul.Scalar", binary(Binary::Multiply)},
+    {"_foreach_mul.List", binary(Binary::Multiply)},
+    {"_foreach_mul.ScalarList", binary(Binary::Multiply)},
+    {"_foreach_mul.Tensor", binary(Binary::Multiply)},
+    {"_foreach_div.Scalar", binary(Binary::Divide)},
+    {"_foreach_div.List", binary(Binary::Divide)},
+    {"_foreach_div.ScalarList", binary(Binary::Divide)},
+    {"_foreach_div.Tensor", binary(Binary::Divide)},
+    {"_foreach_maximum.Scalar", extreme(Binary::Maximum)},
+    {"_foreach_maximum.List", extreme(Binary::Maximum)},
+    {"_foreach_maximum.ScalarList", extreme(Binary::Maximum)},
+    {"_foreach_minimum.Scalar", extreme(Binary::Minimum)},
+    {"_foreach_minimum.List", extreme(Binary::Minimum)},
+    {"_foreach_minimum.ScalarList", extreme(Binary::Minimum)},
+    {"_foreach_clamp_min.Scalar", extreme(Binary::Maximum)},
+    {"_foreach_clamp_min.List", extreme(Binary::Maximum)},
+    {"_foreach_clamp_min.ScalarList", extreme(Binary::Maximum)},
+    {"_foreach_clamp_max.Scalar", extreme(Binary::Minimum)},
+    {"_foreach_clamp_max.List", extreme(Binary::Minimum)},
+    {"_foreach_clamp_max.ScalarList", extreme(Binary::Minimum)},
+    {"_foreach_pow.List", binary(Binary::Power)},
+    {"_foreach_pow.Scalar", binary(Binary::Power)},
+    {"_foreach_pow.ScalarList", binary(Binary::Power)},
     {"_foreach_pow.ScalarAndTensor",
      foreach_rule([](Context& c, size_t i, DType t, const std::vector<int64_t>& s) {
-       return hlo::binary(c.b, "stablehlo.power", operand(c, 0, i, t, s), operand(c, 1, i, t, s));
+       return hlo::binary(c.b, Binary::Power, operand(c, 0, i, t, s), operand(c, 1, i, t, s));
      }, 1)},
     {"_foreach_addcmul.Scalar", addc(false)},
     {"_foreach_addcmul.ScalarList", addc(false)},
@@ -317,11 +317,11 @@ const Registrar registrar({
     {"_foreach_lerp.List", lerp()},
     {"_foreach_lerp.ScalarList", lerp()},
     {"_foreach_sqrt", unary(torch_sqrt)},
-    {"_foreach_rsqrt", hlo_unary("stablehlo.rsqrt")},
-    {"_foreach_neg", hlo_unary("stablehlo.negate")},
+    {"_foreach_rsqrt", hlo_unary(Unary::Rsqrt)},
+    {"_foreach_neg", hlo_unary(Unary::Negate)},
     {"_foreach_abs", foreach_abs},
-    {"_foreach_exp", hlo_unary("stablehlo.exponential")},
-    {"_foreach_log", hlo_unary("stablehlo.log")},
+    {"_foreach_exp", hlo_unary(Unary::Exponential)},
+    {"_foreach_log", hlo_unary(Unary::Log)},
     {"_foreach_sign", unary(foreach_sign)},
     {"_foreach_reciprocal", unary(reciprocal)},
     {"_foreach_zero", foreach_rule([](Context& c, size_t, DType t, const std::vector<int64_t>& s) {
@@ -332,32 +332,32 @@ const Registrar registrar({
      })},
     {"_foreach_norm.Scalar", norm},
     {"_foreach_max", foreach_max},
-    {"_foreach_acos", unary([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.acos", x); })},
-    {"_foreach_asin", unary([](Builder& b, Value x) { return complex_branch_cut_aware(b, "chlo.asin", x); })},
+    {"_foreach_acos", unary([](Builder& b, Value x) { return complex_branch_cut_aware(b, Unary::Acos, x); })},
+    {"_foreach_asin", unary([](Builder& b, Value x) { return complex_branch_cut_aware(b, Unary::Asin, x); })},
     {"_foreach_atan", [](Context& c) {
        for (const Value& x : c.arg(0).tensors) {
          if (is_complex(x.dtype())) throw NotLowerable("complex atan");  // as atan (elementwise.cc)
        }
        return unary(foreach_atan)(c);
      }},
-    {"_foreach_ceil", float_only("stablehlo.ceil")},
-    {"_foreach_cos", hlo_unary("stablehlo.cosine")},
-    {"_foreach_cosh", hlo_unary("chlo.cosh")},
-    {"_foreach_erf", hlo_unary("chlo.erf")},
-    {"_foreach_erfc", hlo_unary("chlo.erfc")},
-    {"_foreach_expm1", hlo_unary("stablehlo.exponential_minus_one")},
-    {"_foreach_floor", float_only("stablehlo.floor")},
+    {"_foreach_ceil", float_only(Unary::Ceil)},
+    {"_foreach_cos", hlo_unary(Unary::Cosine)},
+    {"_foreach_cosh", hlo_unary(Unary::Cosh)},
+    {"_foreach_erf", hlo_unary(Unary::Erf)},
+    {"_foreach_erfc", hlo_unary(Unary::Erfc)},
+    {"_foreach_expm1", hlo_unary(Unary::ExponentialMinusOne)},
+    {"_foreach_floor", float_only(Unary::Floor)},
     {"_foreach_frac", unary([](Builder& b, Value x) { return sub(b, x, foreach_trunc(b, x)); })},
-    {"_foreach_lgamma", hlo_unary("chlo.lgamma")},
+    {"_foreach_lgamma", hlo_unary(Unary::Lgamma)},
     {"_foreach_log10", log_base(M_LN10)},
-    {"_foreach_log1p", hlo_unary("stablehlo.log_plus_one")},
+    {"_foreach_log1p", hlo_unary(Unary::LogPlusOne)},
     {"_foreach_log2", log_base(M_LN2)},
-    {"_foreach_round", float_only("stablehlo.round_nearest_even")},
+    {"_foreach_round", float_only(Unary::RoundNearestEven)},
     {"_foreach_sigmoid", unary(torch_sigmoid)},
-    {"_foreach_sin", hlo_unary("stablehlo.sine")},
-    {"_foreach_sinh", hlo_unary("chlo.sinh")},
-    {"_foreach_tan", hlo_unary("stablehlo.tan")},
-    {"_foreach_tanh", hlo_unary("stablehlo.tanh")},
+    {"_foreach_sin", hlo_unary(Unary::Sine)},
+    {"_foreach_sinh", hlo_unary(Unary::Sinh)},
+    {"_foreach_tan", hlo_unary(Unary::Tan)},
+    {"_foreach_tanh", hlo_unary(Unary::Tanh)},
     {"_foreach_trunc", unary(foreach_trunc)},
 });
 

@@ -79,11 +79,11 @@ Prologue prologue(Context& c, Value grad, DType t, bool maximize, size_t grad_sc
   p.unscaled = convert(c.b, grad, t);
   // The CPU kernels read grad_scale per element: a parameter without elements never reads it.
   if (c.has(grad_scale) && grad.type.numel() > 0) p.unscaled = div(c.b, p.unscaled, scalar(c, first_element(c, grad_scale, "grad_scale"), p.unscaled));
-  p.grad = maximize ? hlo::unary(c.b, "stablehlo.negate", p.unscaled) : p.unscaled;
+  p.grad = maximize ? hlo::unary(c.b, Unary::Negate, p.unscaled) : p.unscaled;
   if (c.has(found_inf)) {
     Value inf = convert(c.b, first_element(c, found_inf, "found_inf"), t);
     // PyTorch's fused kernels (CPU and CUDA) skip the step only when found_inf == 1.
-    p.skip = broadcast_in_dim(c.b, compare(c.b, reshape(c.b, inf, {}), constant(c.b, 1, t), "EQ"), p.grad.shape(), {});
+    p.skip = broadcast_in_dim(c.b, compare(c.b, reshape(c.b, inf, {}), constant(c.b, 1, t), Direction::EQ), p.grad.shape(), {});
   }
   return p;
 }
@@ -119,11 +119,11 @@ Value one_minus(Builder& b, const Hyper& x) { return sub(b, sub(b, constant(b, 1
 // other betas (which torch.optim rejects) use the plain power.
 Value bias_correction(Builder& b, const Hyper& beta, Value step) {
   DType t = beta.hi.dtype();
-  Value accurate = hlo::unary(b, "stablehlo.negate", hlo::unary(b, "stablehlo.exponential_minus_one",
-      mul(b, step, hlo::unary(b, "stablehlo.log_plus_one", hlo::unary(b, "stablehlo.negate", one_minus(b, beta))))));
-  Value plain = sub(b, constant(b, 1, t), hlo::binary(b, "stablehlo.power", beta.hi, step));
-  Value in_range = hlo::binary(b, "stablehlo.and", compare(b, beta.hi, constant(b, 0, t), "GE"),
-                               compare(b, beta.hi, constant(b, 1, t), "LE"));
+  Value accurate = hlo::unary(b, Unary::Negate, hlo::unary(b, Unary::ExponentialMinusOne,
+      mul(b, step, hlo::unary(b, Unary::LogPlusOne, hlo::unary(b, Unary::Negate, one_minus(b, beta))))));
+  Value plain = sub(b, constant(b, 1, t), hlo::binary(b, Binary::Power, beta.hi, step));
+  Value in_range = hlo::binary(b, Binary::And, compare(b, beta.hi, constant(b, 0, t), Direction::GE),
+                               compare(b, beta.hi, constant(b, 1, t), Direction::LE));
   return select(b, in_range, accurate, plain);
 }
 
@@ -148,10 +148,10 @@ Rule adam(bool decoupled_weight_decay) {
       Value step = convert(b, reshape(b, steps[i], {}), t);
       // Per-tensor scalars first (0-d), then broadcast: the step size and the bias corrections.
       Value step_size = div(b, hyper(c, 6, t).hi, bias_correction(b, beta1, step));
-      Value correction2_sqrt = hlo::unary(b, "stablehlo.sqrt", bias_correction(b, beta2, step));
+      Value correction2_sqrt = hlo::unary(b, Unary::Sqrt, bias_correction(b, beta2, step));
       Value lr = filled_like(b, hyper(c, 6, t).hi, param), wd = filled_like(b, hyper(c, 9, t).hi, param),
             eps = filled_like(b, hyper(c, 10, t).hi, param);
-      Value decays = compare(b, wd, zeros(b, wd.type), "NE");  // skipped at 0: inf * 0 would be NaN
+      Value decays = compare(b, wd, zeros(b, wd.type), Direction::NE);  // skipped at 0: inf * 0 would be NaN
       Value decayed = param;
       if (decoupled_weight_decay) {
         decayed = select(b, decays, mul(b, param, sub(b, scalar_like(b, 1, param), mul(b, lr, wd))), param);
@@ -167,7 +167,7 @@ Rule adam(bool decoupled_weight_decay) {
         second = max(b, convert(b, vmax.at(i), t), exp_avg_sq);
         vmax_out.push_back(written(c, pro, second, vmax[i], vmax[i].dtype()));
       }
-      Value denom = add(b, div(b, hlo::unary(b, "stablehlo.sqrt", second), filled_like(b, correction2_sqrt, second)), eps);
+      Value denom = add(b, div(b, hlo::unary(b, Unary::Sqrt, second), filled_like(b, correction2_sqrt, second)), eps);
       Value updated = sub(b, decayed, mul(b, filled_like(b, step_size, param), div(b, exp_avg, denom)));
       p_out.push_back(written(c, pro, updated, params[i], params[i].dtype()));
       g_out.push_back(written(c, pro, pro.unscaled, grads[i], grads[i].dtype()));
@@ -194,7 +194,7 @@ std::vector<Value> sgd(Context& c) {
     Value param = convert(b, params[i], t), g = pro.grad;
     Value wd = filled_like(b, hyper(c, 3, t).hi, param), momentum = filled_like(b, hyper(c, 4, t).hi, param),
           lr = filled_like(b, hyper(c, 5, t).hi, param);
-    g = select(b, compare(b, wd, zeros(b, wd.type), "NE"), add(b, g, mul(b, wd, param)), g);
+    g = select(b, compare(b, wd, zeros(b, wd.type), Direction::NE), add(b, g, mul(b, wd, param)), g);
     if (!bufs.empty()) {  // PyTorch passes momentum buffers only when momentum != 0
       Value buf = first_step ? g
                              : add(b, mul(b, momentum, convert(b, bufs[i], t)),
@@ -228,10 +228,10 @@ Rule adagrad(bool writes_steps) {
       Value lr = scalar(c, c.tensor(4), param), lr_decay = scalar(c, c.tensor(5), param),
             wd = scalar(c, c.tensor(6), param), eps = scalar(c, c.tensor(7), param), step = scalar(c, steps.at(i), param);
       Value one = scalar_like(b, 1, param);
-      g = select(b, compare(b, wd, zeros(b, wd.type), "NE"), add(b, g, mul(b, param, wd)), g);
+      g = select(b, compare(b, wd, zeros(b, wd.type), Direction::NE), add(b, g, mul(b, param, wd)), g);
       Value clr = div(b, lr, add(b, one, mul(b, sub(b, step, one), lr_decay)));
       Value sum = add(b, convert(b, sums[i], t), mul(b, g, g));
-      Value std_ = add(b, hlo::unary(b, "stablehlo.sqrt", sum), eps);
+      Value std_ = add(b, hlo::unary(b, Unary::Sqrt, sum), eps);
       Value updated = sub(b, param, mul(b, clr, div(b, g, std_)));
       p_out.push_back(written(c, pro, updated, params[i], params[i].dtype()));
       g_out.push_back(written(c, pro, pro.unscaled, grads[i], grads[i].dtype()));

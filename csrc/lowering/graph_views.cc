@@ -125,8 +125,8 @@ std::vector<Value> view_as_real(Context& c) {
   std::vector<int64_t> pair_shape = z.shape();
   pair_shape.push_back(1);
   Type part(real_part(z.dtype()), z.shape());
-  Value re = reshape(b, b.emit1("stablehlo.real", {z}, part), pair_shape);
-  Value im = reshape(b, b.emit1("stablehlo.imag", {z}, part), pair_shape);
+  Value re = reshape(b, real(b, z), pair_shape);
+  Value im = reshape(b, imag(b, z), pair_shape);
   return {concatenate(b, {re, im}, static_cast<int64_t>(pair_shape.size()) - 1)};
 }
 
@@ -139,7 +139,7 @@ std::vector<Value> view_as_complex(Context& c) {
   Value re = reshape(b, slice(b, x, start, limit, step), shape);
   start.back() = 1, limit.back() = 2;
   Value im = reshape(b, slice(b, x, start, limit, step), shape);
-  return {b.emit1("stablehlo.complex", {re, im}, Type(c.out().dtype, shape))};
+  return {complex(b, re, im)};
 }
 
 const GraphRegistrar registrar({

@@ -39,9 +39,9 @@ struct Sampler {
 
   std::vector<int64_t> np() const { return {N, P}; }
   Value k(double v) const { return constant(b, v, acc, np()); }
-  Value lt(Value x, Value y) const { return compare(b, x, y, "LT"); }
-  Value gt(Value x, Value y) const { return compare(b, x, y, "GT"); }
-  Value both(Value x, Value y) const { return binary(b, "stablehlo.and", x, y); }
+  Value lt(Value x, Value y) const { return compare(b, x, y, Direction::LT); }
+  Value gt(Value x, Value y) const { return compare(b, x, y, Direction::GT); }
+  Value both(Value x, Value y) const { return binary(b, Binary::And, x, y); }
 };
 
 // One tap along one dim: the coordinate it reads, its weight and d(weight)/d(coordinate).
@@ -62,7 +62,7 @@ Value clip(const Sampler& s, Value c, int64_t size, Value* grad) {
   if (grad) *grad = select(s.b, s.both(s.gt(c, s.k(0)), s.lt(c, s.k(hi))), s.k(1), s.k(0));
   Value r = select(s.b, s.gt(c, s.k(hi)), s.k(hi), c);
   r = select(s.b, s.lt(c, s.k(0)), s.k(0), r);
-  return select(s.b, compare(s.b, c, c, "NE"), s.k(s.n == 2 ? 0 : hi), r);
+  return select(s.b, compare(s.b, c, c, Direction::NE), s.k(s.n == 2 ? 0 : hi), r);
 }
 
 // reflect_coordinates: fold c into [twice_low / 2, twice_high / 2]; `grad` gets +-1.
@@ -75,11 +75,11 @@ Value reflect(const Sampler& s, Value c, int64_t twice_low, int64_t twice_high, 
   double mn = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
   Value a = sub(b, c, s.k(mn));
   Value sign = select(b, s.lt(a, s.k(0)), s.k(-1), s.k(1));
-  a = unary(b, "stablehlo.abs", a);
-  Value extra = binary(b, "stablehlo.remainder", a, s.k(span));
-  Value flips = unary(b, "stablehlo.floor", div(b, a, s.k(span)));
+  a = unary(b, Unary::Abs, a);
+  Value extra = binary(b, Binary::Remainder, a, s.k(span));
+  Value flips = unary(b, Unary::Floor, div(b, a, s.k(span)));
   // The CPU counts flips in an int: past INT_MAX the cast gives INT_MIN (x86), an even count.
-  Value odd = binary(b, "stablehlo.and", compare(b, binary(b, "stablehlo.remainder", flips, s.k(2)), s.k(0), "NE"),
+  Value odd = binary(b, Binary::And, compare(b, binary(b, Binary::Remainder, flips, s.k(2)), s.k(0), Direction::NE),
                      s.lt(flips, s.k(2147483648.0)));
   *grad = select(b, odd, neg(b, sign), sign);
   return select(b, odd, add(b, sub(b, s.k(span), extra), s.k(mn)), add(b, extra, s.k(mn)));
@@ -97,9 +97,9 @@ Value reflect_vectorized(const Sampler& s, Value c, int64_t twice_low, int64_t t
   double mn = twice_low / 2.0, period = static_cast<double>(twice_high - twice_low);
   Value a = sub(b, c, s.k(mn));
   Value sign = select(b, s.lt(a, s.k(0)), s.k(-1), s.k(1));
-  a = unary(b, "stablehlo.abs", a);
+  a = unary(b, Unary::Abs, a);
   Value q = div(b, a, s.k(period));
-  Value trunc = select(b, s.lt(q, s.k(0)), unary(b, "stablehlo.ceil", q), unary(b, "stablehlo.floor", q));
+  Value trunc = select(b, s.lt(q, s.k(0)), unary(b, Unary::Ceil, q), unary(b, Unary::Floor, q));
   Value extra = sub(b, a, mul(b, trunc, s.k(period)));
   Value mirrored = sub(b, s.k(period), extra);
   Value upper = s.lt(mirrored, extra);
@@ -154,7 +154,7 @@ std::vector<Tap1> taps_along(const Sampler& s, Value g, int64_t size, Value* mul
   std::vector<Tap1> taps;
   if (s.interp == Interp::Bicubic) {
     *mult = scale;  // the taps' padding moves where they read, not the weights
-    Value f = unary(b, "stablehlo.floor", c);
+    Value f = unary(b, Unary::Floor, c);
     std::vector<Value> w, dw;
     cubic(s, sub(b, c, f), w, dw);
     for (int i = 0; i < 4; ++i) {
@@ -167,10 +167,10 @@ std::vector<Tap1> taps_along(const Sampler& s, Value g, int64_t size, Value* mul
   c = pad_coord(s, c, size, &pad_grad);
   *mult = mul(b, scale, pad_grad);
   if (s.interp == Interp::Nearest) {
-    taps.push_back({unary(b, "stablehlo.round_nearest_even", c), s.k(1), s.k(0)});
+    taps.push_back({unary(b, Unary::RoundNearestEven, c), s.k(1), s.k(0)});
     return taps;
   }
-  Value f = unary(b, "stablehlo.floor", c), f1 = add(b, f, s.k(1));
+  Value f = unary(b, Unary::Floor, c), f1 = add(b, f, s.k(1));
   taps.push_back({f, sub(b, f1, c), s.k(-1)});
   taps.push_back({f1, sub(b, c, f), s.k(1)});
   return taps;

@@ -29,30 +29,30 @@ std::vector<Value> histc(Context& c) {
   Value xf = reshape(b, convert(b, x, acc), {n});
   if (n > 0) {
     // min == max: the data's range (a NaN in the data makes it NaN, which the check reports).
-    Value use_data = compare(b, lo, hi, "EQ");
-    Value has_nan = reduce(b, compare(b, xf, xf, "NE"), {0}, "or");
+    Value use_data = compare(b, lo, hi, Direction::EQ);
+    Value has_nan = reduce(b, compare(b, xf, xf, Direction::NE), {0}, "or");
     Value nan = constant(b, std::numeric_limits<double>::quiet_NaN(), acc);
     Value dmin = select(b, has_nan, nan, reduce(b, xf, {0}, "min"));
     Value dmax = select(b, has_nan, nan, reduce(b, xf, {0}, "max"));
     lo = select(b, use_data, dmin, lo);
     hi = select(b, use_data, dmax, hi);
   }
-  Value same = compare(b, lo, hi, "EQ");
+  Value same = compare(b, lo, hi, Direction::EQ);
   lo = select(b, same, sub(b, lo, constant(b, 1, acc)), lo);
   hi = select(b, same, add(b, hi, constant(b, 1, acc)), hi);
   auto not_finite = [&](Value v) {
-    return binary(b, "stablehlo.or", compare(b, v, v, "NE"),
-                  compare(b, unary(b, "stablehlo.abs", v), constant(b, std::numeric_limits<double>::infinity(), acc), "EQ"));
+    return binary(b, Binary::Or, compare(b, v, v, Direction::NE),
+                  compare(b, unary(b, Unary::Abs, v), constant(b, std::numeric_limits<double>::infinity(), acc), Direction::EQ));
   };
-  Value bad_range = binary(b, "stablehlo.or", not_finite(lo), not_finite(hi));
+  Value bad_range = binary(b, Binary::Or, not_finite(lo), not_finite(hi));
   b.assert_false(bad_range, "torch.histc: range of [min, max] is not finite", CheckKind::RuntimeError);
-  b.assert_false(binary(b, "stablehlo.and", unary(b, "stablehlo.not", bad_range), compare(b, lo, hi, "GE")),
+  b.assert_false(binary(b, Binary::And, unary(b, Unary::Not, bad_range), compare(b, lo, hi, Direction::GE)),
                  "torch.histc: max must be larger than min", CheckKind::RuntimeError);
   if (n == 0) return {zeros(b, out)};
   // Arithmetic in the input's dtype, as the CPU kernel's input_t.
   auto r = [&](Value v) { return dt == acc ? v : convert(b, convert(b, v, dt), acc); };
   Value lo_n = r(broadcast_in_dim(b, lo, {n}, {})), hi_n = r(broadcast_in_dim(b, hi, {n}, {}));
-  Value keep = binary(b, "stablehlo.and", compare(b, xf, lo_n, "GE"), compare(b, xf, hi_n, "LE"));
+  Value keep = binary(b, Binary::And, compare(b, xf, lo_n, Direction::GE), compare(b, xf, hi_n, Direction::LE));
   Value t = r(mul(b, r(sub(b, xf, lo_n)), r(constant(b, static_cast<double>(bins), acc, {n}))));
   t = r(div(b, t, r(sub(b, hi_n, lo_n))));
   Value pos = convert(b, select(b, keep, t, constant(b, 0, acc, {n})), DType::S64);  // truncates

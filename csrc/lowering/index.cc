@@ -34,9 +34,9 @@ int64_t numel(const std::vector<int64_t>& s) {
 void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size,
                      CheckKind kind = CheckKind::IndexError) {
   if (idx.type.numel() == 0) return;
-  Value low = compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), "LT");
-  Value high = compare(b, idx, scalar_like(b, static_cast<double>(hi), idx), "GE");
-  Value bad = binary(b, "stablehlo.or", low, high);
+  Value low = compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), Direction::LT);
+  Value high = compare(b, idx, scalar_like(b, static_cast<double>(hi), idx), Direction::GE);
+  Value bad = binary(b, Binary::Or, low, high);
   std::vector<int64_t> all(idx.rank());
   std::iota(all.begin(), all.end(), 0);
   b.assert_false(reduce(b, bad, all, "or"),
@@ -56,7 +56,7 @@ Value wrap_index(Builder& b, Value idx, int64_t size) {
   assert_in_range(b, idx, -size, size, size);
   Value zero = constant(b, 0, DType::S64, idx.shape());
   Value n = constant(b, static_cast<double>(size), DType::S64, idx.shape());
-  return select(b, compare(b, idx, zero, "LT"), add(b, idx, n), idx);
+  return select(b, compare(b, idx, zero, Direction::LT), add(b, idx, n), idx);
 }
 
 // ----- index_select / gather / scatter along one dim -------------------------------------------
@@ -224,7 +224,7 @@ std::vector<Value> scatter_reduce(Context& c) {
     r = div(b, r, denom);
   }
   if (!include_self) {
-    Value touched = compare(b, counts, constant(b, 0, DType::S64, counts.shape()), "GT");
+    Value touched = compare(b, counts, constant(b, 0, DType::S64, counts.shape()), Direction::GT);
     r = select(b, touched, r, self);
   }
   return {r};
@@ -441,7 +441,7 @@ std::vector<Value> embedding_dense_backward(Context& c) {
   if (n == 0 || out.numel() == 0) return {zeros(b, out)};
   Value g = reshape(b, convert(b, c.tensor(0), acc), {n, dim});
   Value flat = reshape(b, idx, {n});
-  Value keep = compare(b, flat, constant(b, static_cast<double>(padding_idx), DType::S64, {n}), "NE");
+  Value keep = compare(b, flat, constant(b, static_cast<double>(padding_idx), DType::S64, {n}), Direction::NE);
   g = select(b, broadcast_in_dim(b, keep, {n, dim}, {0}), g, zeros(b, g.type));
   Value coords = reshape(b, flat, {n, 1});
   if (scale) {
@@ -480,7 +480,7 @@ std::vector<Value> masked_scatter(Context& c) {
   Value m = convert(b, reshape(b, mask, {n}), DType::S64);
   // More set mask bits than source elements: the CPU raises RuntimeError.
   Value count = reduce(b, m, {0}, "add");
-  b.assert_false(compare(b, count, constant(b, static_cast<double>(ns), DType::S64, {}), "GT"),
+  b.assert_false(compare(b, count, constant(b, static_cast<double>(ns), DType::S64, {}), Direction::GT),
                  "Number of elements of source < number of ones in mask", CheckKind::RuntimeError);
   if (ns == 0) return {x};
   // Inclusive prefix sum via a reduce_window, minus one: the source position of each element.

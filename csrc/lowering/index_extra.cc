@@ -32,11 +32,11 @@ Value checked_index(Builder& b, Value idx, int64_t size, bool allow_negative) {
   idx = convert(b, idx, DType::S64);
   if (idx.type.numel() == 0) return idx;
   int64_t lo = allow_negative ? -size : 0;
-  Value bad = binary(b, "stablehlo.or", compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), "LT"),
-                     compare(b, idx, scalar_like(b, static_cast<double>(size), idx), "GE"));
+  Value bad = binary(b, Binary::Or, compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), Direction::LT),
+                     compare(b, idx, scalar_like(b, static_cast<double>(size), idx), Direction::GE));
   b.assert_false(any_of(b, bad), "index out of range for a dimension of size " + std::to_string(size));
   if (!allow_negative) return idx;
-  return select(b, compare(b, idx, scalar_like(b, 0, idx), "LT"), add(b, idx, scalar_like(b, static_cast<double>(size), idx)),
+  return select(b, compare(b, idx, scalar_like(b, 0, idx), Direction::LT), add(b, idx, scalar_like(b, static_cast<double>(size), idx)),
                 idx);
 }
 
@@ -178,20 +178,20 @@ std::vector<Value> index_reduce(Context& c) {
       Value nn = convert(b, n, acc);
       Value q = div(b, r, nn);
       Value rem = sub(b, r, mul(b, q, nn));
-      Value adjust = binary(b, "stablehlo.and", compare(b, rem, zeros(b, rem.type), "NE"),
-                            compare(b, r, zeros(b, r.type), "LT"));
+      Value adjust = binary(b, Binary::And, compare(b, rem, zeros(b, rem.type), Direction::NE),
+                            compare(b, r, zeros(b, r.type), Direction::LT));
       r = select(b, adjust, sub(b, q, constant(b, 1, acc, shape)), q);
     }
   }
   if ((reduce_name == "amax" || reduce_name == "amin") && is_float(t)) {
     // NaN wins, as on PyTorch's CPU (stablehlo max/min need not propagate it).
-    Value nan_src = compare(b, src, src, "NE");
+    Value nan_src = compare(b, src, src, Direction::NE);
     Value nan_hit = scatter_into(constant(b, 0, DType::Pred, shape), nan_src, "max");
-    if (include_self) nan_hit = binary(b, "stablehlo.or", nan_hit, compare(b, self, self, "NE"));
+    if (include_self) nan_hit = binary(b, Binary::Or, nan_hit, compare(b, self, self, Direction::NE));
     r = select(b, nan_hit, constant(b, std::nan(""), t, shape), r);
   }
   r = convert(b, r, t);
-  Value touched = compare(b, counts, constant(b, 0, DType::S64, shape), "GT");
+  Value touched = compare(b, counts, constant(b, 0, DType::S64, shape), Direction::GT);
   r = select(b, touched, r, self);
   return {reshape(b, r, out.shape)};
 }

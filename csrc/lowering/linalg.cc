@@ -38,17 +38,17 @@ Value scaled_sum(Context& c, Value product, size_t self_i, size_t beta_i, size_t
     DType d = c.out().dtype;
     bool blas = d == DType::F32 || d == DType::F64 || is_complex(d);
     if (skip_at_zero_alpha && blas) {
-      Value zero_alpha = broadcast_in_dim(b, compare(b, alpha, zeros(b, alpha.type), "EQ"), out.shape, {});
+      Value zero_alpha = broadcast_in_dim(b, compare(b, alpha, zeros(b, alpha.type), Direction::EQ), out.shape, {});
       product = select(b, zero_alpha, zeros(b, out), product);
     }
   }
   if (!c.has(beta_i)) return add(b, self, product);
   Value beta = c.tensor(beta_i);
   Value beta_t = cast_to(b, beta, t, out.shape);
-  Value scaled = t == DType::Pred ? binary(b, "stablehlo.and", self, beta_t) : mul(b, self, beta_t);
-  Value beta_is_zero = compare(b, beta, zeros(b, beta.type), "EQ");
+  Value scaled = t == DType::Pred ? binary(b, Binary::And, self, beta_t) : mul(b, self, beta_t);
+  Value beta_is_zero = compare(b, beta, zeros(b, beta.type), Direction::EQ);
   scaled = select(b, broadcast_in_dim(b, beta_is_zero, out.shape, {}), zeros(b, out), scaled);
-  if (t == DType::Pred) return binary(b, "stablehlo.or", scaled, product);
+  if (t == DType::Pred) return binary(b, Binary::Or, scaled, product);
   return add(b, scaled, product);
 }
 
@@ -109,7 +109,7 @@ std::vector<Value> addr(Context& c) {
   const auto& shape = c.out().shape;
   Value u = broadcast_in_dim(c.b, as(c, 1, t), shape, {0});
   Value v = broadcast_in_dim(c.b, as(c, 2, t), shape, {1});
-  Value p = t == DType::Pred ? binary(c.b, "stablehlo.and", u, v) : mul(c.b, u, v);
+  Value p = t == DType::Pred ? binary(c.b, Binary::And, u, v) : mul(c.b, u, v);
   return {scaled_sum(c, p, 0, 3, 4)};
 }
 
@@ -118,9 +118,7 @@ std::vector<Value> dot_or_vdot(Context& c, bool conjugate_first) {
   DType t = c.out().dtype;
   Value x = as(c, 0, product_dtype(t)), y = as(c, 1, product_dtype(t));
   if (conjugate_first && is_complex(t)) {
-    Type part(t == DType::C64 ? DType::F32 : DType::F64, x.shape());
-    Value im = c.b.emit1("stablehlo.negate", {c.b.emit1("stablehlo.imag", {x}, part)}, part);
-    x = c.b.emit1("stablehlo.complex", {c.b.emit1("stablehlo.real", {x}, part), im}, x.type);
+    x = complex(c.b, real(c.b, x), neg(c.b, imag(c.b, x)));
   }
   if (x.rank() != 1 || y.rank() != 1) {
     throw std::invalid_argument("1D tensors expected, but got " + std::to_string(x.rank()) +
@@ -154,9 +152,9 @@ std::vector<Value> grouped_mm(Context& c) {
     Value ends = convert(b, reshape(b, offs, {groups}), DType::S64);
     Value starts = concatenate(b, {constant(b, 0, DType::S64, {1}), slice(b, ends, {0}, {groups - 1}, {1})}, 0);
     Value pos = iota(b, Type(DType::S64, {groups, length}), 1);
-    Value lo = compare(b, pos, broadcast_in_dim(b, starts, {groups, length}, {0}), "GE");
-    Value hi = compare(b, pos, broadcast_in_dim(b, ends, {groups, length}, {0}), "LT");
-    return binary(b, "stablehlo.and", lo, hi);
+    Value lo = compare(b, pos, broadcast_in_dim(b, starts, {groups, length}, {0}), Direction::GE);
+    Value hi = compare(b, pos, broadcast_in_dim(b, ends, {groups, length}, {0}), Direction::LT);
+    return binary(b, Binary::And, lo, hi);
   };
   Value r;
   if (xr == 2 && wr == 3 && c.has(2)) {
@@ -216,15 +214,15 @@ std::vector<Value> solve_triangular(Context& c) {
   const std::vector<int64_t>& shape = rhs.shape();  // [..., m, k]
   int64_t rank = rhs.rank(), m = shape[rank - 2], k = shape[rank - 1];
 
-  Value nonfinite = unary(b, "stablehlo.not", b.emit1("stablehlo.is_finite", {rhs}, Type(DType::Pred, shape)));
+  Value nonfinite = unary(b, Unary::Not, unary(b, Unary::IsFinite, rhs));
   Value row = iota(b, Type(DType::S64, shape), rank - 2);
   Value dependent;  // rows whose substitution reads a non-finite entry of their column
   if (upper) {      // back substitution: row i reads rows >= i
     Value last = reduce(b, select(b, nonfinite, row, scalar_like(b, -1, row)), {rank - 2}, "max");
-    dependent = compare(b, row, broadcast_in_dim(b, last, shape, all_dims_but(rank, rank - 2)), "LE");
+    dependent = compare(b, row, broadcast_in_dim(b, last, shape, all_dims_but(rank, rank - 2)), Direction::LE);
   } else {          // forward substitution: row i reads rows <= i
     Value first = reduce(b, select(b, nonfinite, row, scalar_like(b, m, row)), {rank - 2}, "min");
-    dependent = compare(b, row, broadcast_in_dim(b, first, shape, all_dims_but(rank, rank - 2)), "GE");
+    dependent = compare(b, row, broadcast_in_dim(b, first, shape, all_dims_but(rank, rank - 2)), Direction::GE);
   }
   Value zeroed = select(b, nonfinite, zeros(b, rhs.type), rhs);
   std::vector<int64_t> both_shape = shape;

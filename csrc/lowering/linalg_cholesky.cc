@@ -18,8 +18,6 @@ namespace {
 using namespace hlo;
 using namespace linalg;
 
-Value s64(Builder& b, int64_t v) { return constant(b, static_cast<double>(v), DType::S64); }
-
 struct Chol {
   Value l;     // [Bt, n, n] lower
   Value info;  // [Bt] s32
@@ -32,33 +30,33 @@ Chol cholesky(Builder& b, Value a) {
   Type tk(DType::S64, {}), tinfo(DType::S32, {Bt});
   std::vector<Type> state{tk, a.type, tinfo};
   std::string cond = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
-    return std::vector<Value>{compare(rb, v[0], s64(rb, n), "LT")};
+    return std::vector<Value>{compare(rb, v[0], s64(rb, n), Direction::LT)};
   });
   std::string body = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
     Value k = v[0], A = v[1], info = v[2];
     Value zero = s64(rb, 0);
     Value d = reshape(rb, dynamic_slice(rb, A, {zero, k, k}, {Bt, 1, 1}), {Bt});
-    Value ok = compare(rb, d, zeros(rb, d.type), "GT");  // false for NaN too
+    Value ok = compare(rb, d, zeros(rb, d.type), Direction::GT);  // false for NaN too
     Value izero = zeros(rb, info.type);
     Value k32 = broadcast_in_dim(rb, add(rb, convert(rb, k, DType::S32), constant(rb, 1, DType::S32)), {Bt}, {});
-    info = select(rb, binary(rb, "stablehlo.and", unary(rb, "stablehlo.not", ok), compare(rb, info, izero, "EQ")), k32, info);
-    Value active = compare(rb, info, izero, "EQ");
-    Value lkk = unary(rb, "stablehlo.sqrt", select(rb, ok, d, constant(rb, 1, t, {Bt})));
+    info = select(rb, binary(rb, Binary::And, unary(rb, Unary::Not, ok), compare(rb, info, izero, Direction::EQ)), k32, info);
+    Value active = compare(rb, info, izero, Direction::EQ);
+    Value lkk = unary(rb, Unary::Sqrt, select(rb, ok, d, constant(rb, 1, t, {Bt})));
     Value col = reshape(rb, dynamic_slice(rb, A, {zero, zero, k}, {Bt, n, 1}), {Bt, n});
     Value rows = iota(rb, Type(DType::S64, {Bt, n}), 1), kk = broadcast_in_dim(rb, k, {Bt, n}, {});
-    Value l = select(rb, compare(rb, rows, kk, "GT"), div(rb, col, broadcast_in_dim(rb, lkk, {Bt, n}, {0})), zeros(rb, col.type));
+    Value l = select(rb, compare(rb, rows, kk, Direction::GT), div(rb, col, broadcast_in_dim(rb, lkk, {Bt, n}, {0})), zeros(rb, col.type));
     Value r3 = iota(rb, Type(DType::S64, full), 1), c3 = iota(rb, Type(DType::S64, full), 2);
     Value kf = broadcast_in_dim(rb, k, full, {});
-    Value trailing = binary(rb, "stablehlo.and", compare(rb, r3, kf, "GT"), compare(rb, c3, kf, "GT"));
+    Value trailing = binary(rb, Binary::And, compare(rb, r3, kf, Direction::GT), compare(rb, c3, kf, Direction::GT));
     Value outer = mul(rb, broadcast_in_dim(rb, l, full, {0, 1}), broadcast_in_dim(rb, l, full, {0, 2}));
     Value next = select(rb, trailing, sub(rb, A, outer), A);
-    Value colk = select(rb, compare(rb, r3, kf, "EQ"), broadcast_in_dim(rb, lkk, full, {0}), broadcast_in_dim(rb, l, full, {0, 1}));
-    next = select(rb, binary(rb, "stablehlo.and", compare(rb, c3, kf, "EQ"), compare(rb, r3, kf, "GE")), colk, next);
+    Value colk = select(rb, compare(rb, r3, kf, Direction::EQ), broadcast_in_dim(rb, lkk, full, {0}), broadcast_in_dim(rb, l, full, {0, 1}));
+    next = select(rb, binary(rb, Binary::And, compare(rb, c3, kf, Direction::EQ), compare(rb, r3, kf, Direction::GE)), colk, next);
     A = select(rb, broadcast_in_dim(rb, active, full, {0}), next, A);
     return std::vector<Value>{add(rb, k, s64(rb, 1)), A, info};
   });
   std::vector<Value> r = b.emit("stablehlo.while", {s64(b, 0), a, zeros(b, tinfo)}, state, "", {cond, body});
-  Value L = select(b, diag_mask(b, Bt, n, n, "GE"), r[1], zeros(b, a.type));
+  Value L = select(b, diag_mask(b, Bt, n, n, Direction::GE), r[1], zeros(b, a.type));
   return {L, r[2]};
 }
 
@@ -83,7 +81,7 @@ std::vector<Value> cholesky_ex(Context& c) {
   int64_t Bt = ab.shape()[0], n = ab.shape()[1];
   // The lower factor of the matrix whose lower triangle is A's read triangle.
   Value sym = upper ? transpose_last2(b, ab) : ab;
-  Chol f = cholesky(b, select(b, diag_mask(b, Bt, n, n, "GE"), sym, transpose_last2(b, sym)));
+  Chol f = cholesky(b, select(b, diag_mask(b, Bt, n, n, Direction::GE), sym, transpose_last2(b, sym)));
   Value L = upper ? transpose_last2(b, f.l) : f.l;
   return {reshape(b, L, c.out(0).shape), reshape(b, f.info, c.out(1).shape)};
 }

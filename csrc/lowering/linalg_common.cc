@@ -12,9 +12,9 @@ namespace tpu::lowering::linalg {
 
 using namespace hlo;
 
-namespace {
-
 Value s64(Builder& b, int64_t v) { return constant(b, static_cast<double>(v), DType::S64); }
+
+namespace {
 
 // Column j of v [Bt, m, c] as the reflector vector [Bt, m]: 0 above row j, 1 at row j.
 Value reflector(Builder& b, Value v, Value j) {
@@ -23,8 +23,8 @@ Value reflector(Builder& b, Value v, Value j) {
   Value col = reshape(b, dynamic_slice(b, v, {zero, zero, j}, {Bt, m, 1}), {Bt, m});
   Value rows = iota(b, Type(DType::S64, {Bt, m}), 1), jj = broadcast_in_dim(b, j, {Bt, m}, {});
   Value one = constant(b, 1, v.dtype(), {Bt, m});
-  return select(b, compare(b, rows, jj, "LT"), zeros(b, col.type),
-                select(b, compare(b, rows, jj, "EQ"), one, col));
+  return select(b, compare(b, rows, jj, Direction::LT), zeros(b, col.type),
+                select(b, compare(b, rows, jj, Direction::EQ), one, col));
 }
 
 // (I - tau v v^T) c for v [Bt, m], tau [Bt], c [Bt, m, n].
@@ -55,20 +55,20 @@ Value transpose_last2(Builder& b, Value x) {
   return transpose(b, x, perm);
 }
 
-Value diag_mask(Builder& b, int64_t Bt, int64_t m, int64_t n, const std::string& direction, int64_t offset) {
+Value diag_mask(Builder& b, int64_t Bt, int64_t m, int64_t n, hlo::Direction direction, int64_t offset) {
   Type t(DType::S64, {Bt, m, n});
   Value d = sub(b, iota(b, t, 1), iota(b, t, 2));
   return compare(b, d, constant(b, static_cast<double>(offset), DType::S64, {Bt, m, n}), direction);
 }
 
 Value eye(Builder& b, DType t, int64_t Bt, int64_t m, int64_t n) {
-  return convert(b, diag_mask(b, Bt, m, n, "EQ"), t);
+  return convert(b, diag_mask(b, Bt, m, n, Direction::EQ), t);
 }
 
 Value diagonal(Builder& b, Value x) {
   int64_t Bt = x.shape()[0], m = x.shape()[1], n = x.shape()[2], k = std::min(m, n);
   Value sq = slice(b, x, {0, 0, 0}, {Bt, k, k}, {1, 1, 1});
-  return reduce(b, select(b, diag_mask(b, Bt, k, k, "EQ"), sq, zeros(b, sq.type)), {2}, "add");
+  return reduce(b, select(b, diag_mask(b, Bt, k, k, Direction::EQ), sq, zeros(b, sq.type)), {2}, "add");
 }
 
 Value gather_columns(Builder& b, Value x, Value idx) {
@@ -86,7 +86,7 @@ Value gather_columns(Builder& b, Value x, Value idx) {
 Value any_nan(Builder& b, Value x) {
   std::vector<int64_t> all(x.rank());
   std::iota(all.begin(), all.end(), 0);
-  return reduce(b, compare(b, x, x, "NE"), all, "or");
+  return reduce(b, compare(b, x, x, Direction::NE), all, "or");
 }
 
 double epsilon(DType t) {
@@ -110,7 +110,7 @@ Value tournament(Builder& b, Value x, int64_t dim) {
 }
 
 Value sign_or_one(Builder& b, Value x) {
-  return select(b, compare(b, x, zeros(b, x.type), "LT"), constant(b, -1, x.dtype(), x.shape()),
+  return select(b, compare(b, x, zeros(b, x.type), Direction::LT), constant(b, -1, x.dtype(), x.shape()),
                 constant(b, 1, x.dtype(), x.shape()));
 }
 
@@ -125,7 +125,7 @@ Qr householder_qr(Builder& b, Value a) {
   Type tk(DType::S64, {}), ttau(t, {Bt, kmax});
   std::vector<Type> state{tk, a.type, ttau};
   std::string cond = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
-    return std::vector<Value>{compare(rb, v[0], s64(rb, kmax), "LT")};
+    return std::vector<Value>{compare(rb, v[0], s64(rb, kmax), Direction::LT)};
   });
   std::string body = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
     Value k = v[0], A = v[1], tau = v[2];
@@ -133,38 +133,38 @@ Qr householder_qr(Builder& b, Value a) {
     Value col = reshape(rb, dynamic_slice(rb, A, {zero, zero, k}, {Bt, m, 1}), {Bt, m});
     Value alpha = reshape(rb, dynamic_slice(rb, A, {zero, k, k}, {Bt, 1, 1}), {Bt});
     Value rows = iota(rb, Type(DType::S64, {Bt, m}), 1), kk = broadcast_in_dim(rb, k, {Bt, m}, {});
-    Value below = compare(rb, rows, kk, "GT");
+    Value below = compare(rb, rows, kk, Direction::GT);
     Value x = select(rb, below, col, zeros(rb, col.type));
     Value vzero = zeros(rb, Type(t, {Bt}));
-    Value xmax = reduce(rb, unary(rb, "stablehlo.abs", x), {1}, "max");
-    Value scale = max(rb, xmax, unary(rb, "stablehlo.abs", alpha));
-    Value safe = select(rb, compare(rb, scale, vzero, "EQ"), constant(rb, 1, t, {Bt}), scale);
+    Value xmax = reduce(rb, unary(rb, Unary::Abs, x), {1}, "max");
+    Value scale = max(rb, xmax, unary(rb, Unary::Abs, alpha));
+    Value safe = select(rb, compare(rb, scale, vzero, Direction::EQ), constant(rb, 1, t, {Bt}), scale);
     Value xs = div(rb, x, broadcast_in_dim(rb, safe, {Bt, m}, {0}));
     Value xnorm2 = reduce(rb, mul(rb, xs, xs), {1}, "add");  // ||x / scale||^2
     Value as = div(rb, alpha, safe);
-    Value norm = mul(rb, unary(rb, "stablehlo.sqrt", add(rb, mul(rb, as, as), xnorm2)), safe);
-    Value beta = select(rb, compare(rb, alpha, vzero, "GE"), neg(rb, norm), norm);
+    Value norm = mul(rb, unary(rb, Unary::Sqrt, add(rb, mul(rb, as, as), xnorm2)), safe);
+    Value beta = select(rb, compare(rb, alpha, vzero, Direction::GE), neg(rb, norm), norm);
     // xnorm == 0 (no NaN): H = I, beta = alpha. A NaN makes every quantity NaN, as LAPACK's.
-    Value identity = compare(rb, xmax, vzero, "EQ");
+    Value identity = compare(rb, xmax, vzero, Direction::EQ);
     beta = select(rb, identity, alpha, beta);
     Value tk_ = select(rb, identity, vzero, div(rb, sub(rb, beta, alpha), beta));
     Value denom = select(rb, identity, constant(rb, 1, t, {Bt}), sub(rb, alpha, beta));
     Value vt = div(rb, x, broadcast_in_dim(rb, denom, {Bt, m}, {0}));
-    Value vfull = select(rb, compare(rb, rows, kk, "EQ"), constant(rb, 1, t, {Bt, m}), vt);
+    Value vfull = select(rb, compare(rb, rows, kk, Direction::EQ), constant(rb, 1, t, {Bt, m}), vt);
     std::vector<int64_t> full{Bt, m, n};
     Value updated = apply_reflector(rb, vfull, tk_, A);
     Value c3 = iota(rb, Type(DType::S64, full), 2), r3 = iota(rb, Type(DType::S64, full), 1);
     Value kf = broadcast_in_dim(rb, k, full, {});
-    Value at_k = compare(rb, c3, kf, "EQ");
-    Value colk = select(rb, compare(rb, r3, kf, "EQ"), broadcast_in_dim(rb, beta, full, {0}),
+    Value at_k = compare(rb, c3, kf, Direction::EQ);
+    Value colk = select(rb, compare(rb, r3, kf, Direction::EQ), broadcast_in_dim(rb, beta, full, {0}),
                         broadcast_in_dim(rb, vt, full, {0, 1}));
     // H_k touches rows k.. of the trailing columns only (LAPACK's dlarf on A(k:m, k+1:n)): a
     // NaN reflector must not reach the finished rows of R through 0 * NaN.
-    Value trailing = binary(rb, "stablehlo.and", compare(rb, c3, kf, "GT"), compare(rb, r3, kf, "GE"));
+    Value trailing = binary(rb, Binary::And, compare(rb, c3, kf, Direction::GT), compare(rb, r3, kf, Direction::GE));
     A = select(rb, trailing, updated,
-               select(rb, binary(rb, "stablehlo.and", at_k, compare(rb, r3, kf, "GE")), colk, A));
+               select(rb, binary(rb, Binary::And, at_k, compare(rb, r3, kf, Direction::GE)), colk, A));
     Value tcols = iota(rb, Type(DType::S64, {Bt, kmax}), 1);
-    tau = select(rb, compare(rb, tcols, broadcast_in_dim(rb, k, {Bt, kmax}, {}), "EQ"),
+    tau = select(rb, compare(rb, tcols, broadcast_in_dim(rb, k, {Bt, kmax}, {}), Direction::EQ),
                  broadcast_in_dim(rb, tk_, {Bt, kmax}, {0}), tau);
     return std::vector<Value>{add(rb, k, s64(rb, 1)), A, tau};
   });
@@ -180,7 +180,7 @@ Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose, bool trai
   Type tk(DType::S64, {});
   std::vector<Type> state{tk, c.type};
   std::string cond = b.region(state, [&](Builder& rb, const std::vector<Value>& s) {
-    return std::vector<Value>{compare(rb, s[0], s64(rb, k), "LT")};
+    return std::vector<Value>{compare(rb, s[0], s64(rb, k), Direction::LT)};
   });
   std::string body = b.region(state, [&](Builder& rb, const std::vector<Value>& s) {
     Value j = transpose ? s[0] : sub(rb, s64(rb, k - 1), s[0]);
@@ -191,9 +191,9 @@ Value apply_q(Builder& b, Value v, Value tau, Value c, bool transpose, bool trai
     // NaN in a later column of the input stays out of earlier columns of Q (as LAPACK's).
     const std::vector<int64_t>& shape = s[1].type.shape;
     Value jj = broadcast_in_dim(rb, j, shape, {});
-    Value touched = compare(rb, iota(rb, Type(DType::S64, shape), 1), jj, "GE");
+    Value touched = compare(rb, iota(rb, Type(DType::S64, shape), 1), jj, Direction::GE);
     if (trailing_columns_only) {
-      touched = binary(rb, "stablehlo.and", touched, compare(rb, iota(rb, Type(DType::S64, shape), 2), jj, "GE"));
+      touched = binary(rb, Binary::And, touched, compare(rb, iota(rb, Type(DType::S64, shape), 2), jj, Direction::GE));
     }
     next = select(rb, touched, next, s[1]);
     return std::vector<Value>{add(rb, s[0], s64(rb, 1)), next};

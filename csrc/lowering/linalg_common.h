@@ -14,13 +14,15 @@ namespace tpu::lowering::linalg {
 // 'BFloat16') and integers; complex goes to the CPU fallback.
 void require_f32_f64(DType t, const std::string& kernel);
 
+// An s64 scalar constant (loop counters, indices).
+Value s64(Builder& b, int64_t v);
 // Leading dims folded into one batch dim: [Bt, m, n].
 Value as_batch(Builder& b, Value x);
 Value transpose_last2(Builder& b, Value x);
 // Identity [Bt, m, n] (ones on the main diagonal).
 Value eye(Builder& b, DType t, int64_t Bt, int64_t m, int64_t n);
 // Entries of a [Bt, m, n] value where (row - col) compares to `offset` by `direction`.
-Value diag_mask(Builder& b, int64_t Bt, int64_t m, int64_t n, const std::string& direction, int64_t offset = 0);
+Value diag_mask(Builder& b, int64_t Bt, int64_t m, int64_t n, hlo::Direction direction, int64_t offset = 0);
 // The diagonal of a [Bt, m, n] value: [Bt, min(m, n)].
 Value diagonal(Builder& b, Value x);
 // x[:, :, idx[b, j]] for x [Bt, r, c] and idx [Bt, c'] (s64): [Bt, r, c'].

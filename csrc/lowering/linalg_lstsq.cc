@@ -55,7 +55,7 @@ std::vector<Value> lstsq(Context& c) {
   double rcond = c.has(2) ? c.double_arg(2) : -1;
   if (!(rcond >= 0)) rcond = epsilon(t) * std::max(m, n);  // PyTorch's default (and LAPACK's for < 0)
   Value smax = broadcast_in_dim(b, slice(b, f.s, {0, 0}, {Bt, 1}, {1, 1}), {Bt, kk}, {0, 1});
-  Value kept = compare(b, f.s, mul(b, smax, constant(b, rcond, t, {Bt, kk})), "GT");
+  Value kept = compare(b, f.s, mul(b, smax, constant(b, rcond, t, {Bt, kk})), Direction::GT);
   Value sinv = select(b, kept, div(b, constant(b, 1, t, {Bt, kk}), f.s), zeros(b, f.s.type));
   Value utb = dot_general(b, f.u, B, {0}, {0}, {1}, {1}, t);  // U^T B: [Bt, kk, k]
   utb = mul(b, utb, broadcast_in_dim(b, sinv, {Bt, kk, k}, {0, 1}));

@@ -52,7 +52,7 @@ Value swapped_rows(Builder& b, Value k, Value p, int64_t Bt, int64_t m) {
   Value rows = iota(b, Type(DType::S64, {Bt, m}), 1);
   Value kk = broadcast_in_dim(b, k, {Bt, m}, {});
   Value pp = broadcast_in_dim(b, p, {Bt, m}, {0});
-  return select(b, compare(b, rows, kk, "EQ"), pp, select(b, compare(b, rows, pp, "EQ"), kk, rows));
+  return select(b, compare(b, rows, kk, Direction::EQ), pp, select(b, compare(b, rows, pp, Direction::EQ), kk, rows));
 }
 
 struct Lu {
@@ -68,7 +68,7 @@ Lu lu_factor(Builder& b, Value a) {
   Type ta = a.type, tpiv(DType::S32, {Bt, kmax}), tperm(DType::S64, {Bt, m}), tinfo(DType::S32, {Bt}), tk(DType::S64, {});
   std::vector<Type> state{tk, ta, tpiv, tperm, tinfo};
   std::string cond = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
-    return std::vector<Value>{compare(rb, v[0], s64(rb, kmax), "LT")};
+    return std::vector<Value>{compare(rb, v[0], s64(rb, kmax), Direction::LT)};
   });
   std::string body = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
     Value k = v[0], A = v[1], piv = v[2], perm = v[3], info = v[4];
@@ -76,21 +76,21 @@ Lu lu_factor(Builder& b, Value a) {
     // Pivot: the first row >= k of largest |A[:, k]|.
     Value col = reshape(rb, dynamic_slice(rb, A, {zero, zero, k}, {Bt, m, 1}), {Bt, m});
     Value rows = iota(rb, Type(DType::S64, {Bt, m}), 1);
-    Value eligible = compare(rb, rows, broadcast_in_dim(rb, k, {Bt, m}, {}), "GE");
+    Value eligible = compare(rb, rows, broadcast_in_dim(rb, k, {Bt, m}, {}), Direction::GE);
     // LAPACK's i?amax: |x| > running max, so a NaN is never picked unless it is the first
     // candidate (row k), which then stays; rows above k never are.
-    Value col_nan = compare(rb, col, col, "NE");
-    Value cand = select(rb, binary(rb, "stablehlo.and", eligible, unary(rb, "stablehlo.not", col_nan)), unary(rb, "stablehlo.abs", col),
+    Value col_nan = compare(rb, col, col, Direction::NE);
+    Value cand = select(rb, binary(rb, Binary::And, eligible, unary(rb, Unary::Not, col_nan)), unary(rb, Unary::Abs, col),
                         constant(rb, -1, t, {Bt, m}));
     Type sv(t, {}), si(DType::S64, {});
     std::string pick = rb.region({sv, si, sv, si}, [&](Builder& r2, const std::vector<Value>& x) {
-      Value gt = compare(r2, x[0], x[2], "GT");
-      Value tie = binary(r2, "stablehlo.and", compare(r2, x[0], x[2], "EQ"), compare(r2, x[1], x[3], "LT"));
-      Value a_nan = compare(r2, x[0], x[0], "NE"), b_nan = compare(r2, x[2], x[2], "NE");
+      Value gt = compare(r2, x[0], x[2], Direction::GT);
+      Value tie = binary(r2, Binary::And, compare(r2, x[0], x[2], Direction::EQ), compare(r2, x[1], x[3], Direction::LT));
+      Value a_nan = compare(r2, x[0], x[0], Direction::NE), b_nan = compare(r2, x[2], x[2], Direction::NE);
       // A NaN candidate is taken only when nothing else is (LAPACK's idamax never picks it).
-      Value take = binary(r2, "stablehlo.or", gt, tie);
+      Value take = binary(r2, Binary::Or, gt, tie);
       take = select(r2, a_nan, b_nan, select(r2, b_nan, constant(r2, 1, DType::Pred), take));
-      take = select(r2, binary(r2, "stablehlo.and", a_nan, b_nan), compare(r2, x[1], x[3], "LT"), take);
+      take = select(r2, binary(r2, Binary::And, a_nan, b_nan), compare(r2, x[1], x[3], Direction::LT), take);
       return std::vector<Value>{select(r2, take, x[0], x[2]), select(r2, take, x[1], x[3])};
     });
     std::vector<Value> best = rb.emit("stablehlo.reduce", {cand, rows, constant(rb, -2, t), s64(rb, m)},
@@ -102,13 +102,13 @@ Lu lu_factor(Builder& b, Value a) {
     perm = gather_batched_rows(rb, perm, order);
     Value cols = iota(rb, Type(DType::S32, {Bt, kmax}), 1);
     Value k32 = convert(rb, k, DType::S32);
-    piv = select(rb, compare(rb, cols, broadcast_in_dim(rb, k32, {Bt, kmax}, {}), "EQ"),
+    piv = select(rb, compare(rb, cols, broadcast_in_dim(rb, k32, {Bt, kmax}, {}), Direction::EQ),
                  broadcast_in_dim(rb, add(rb, convert(rb, p, DType::S32), constant(rb, 1, DType::S32, {Bt})), {Bt, kmax}, {0}),
                  piv);
     // Eliminate below the pivot.
     Value pivot = reshape(rb, dynamic_slice(rb, A, {zero, k, k}, {Bt, 1, 1}), {Bt});
-    Value singular = compare(rb, pivot, zeros(rb, pivot.type), "EQ");
-    Value first = binary(rb, "stablehlo.and", singular, compare(rb, info, zeros(rb, info.type), "EQ"));
+    Value singular = compare(rb, pivot, zeros(rb, pivot.type), Direction::EQ);
+    Value first = binary(rb, Binary::And, singular, compare(rb, info, zeros(rb, info.type), Direction::EQ));
     info = select(rb, first, broadcast_in_dim(rb, add(rb, k32, constant(rb, 1, DType::S32)), {Bt}, {}), info);
     Value colk = dynamic_slice(rb, A, {zero, zero, k}, {Bt, m, 1});
     Value rowk = dynamic_slice(rb, A, {zero, k, zero}, {Bt, 1, n});
@@ -118,13 +118,13 @@ Lu lu_factor(Builder& b, Value a) {
     // row's pivot comes out exactly 0 (a singular `info`) or a rounding residue.
     double smallest_normal = t == DType::F64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
     Value scaled = mul(rb, colk, div(rb, constant(rb, 1, t, {Bt, m, 1}), piv3));
-    Value by_recip = compare(rb, unary(rb, "stablehlo.abs", piv3), constant(rb, smallest_normal, t, {Bt, m, 1}), "GE");
+    Value by_recip = compare(rb, unary(rb, Unary::Abs, piv3), constant(rb, smallest_normal, t, {Bt, m, 1}), Direction::GE);
     Value l = select(rb, broadcast_in_dim(rb, singular, {Bt, m, 1}, {0}), colk,
                      select(rb, by_recip, scaled, div(rb, colk, piv3)));
     std::vector<int64_t> full{Bt, m, n};
     Value r3 = iota(rb, Type(DType::S64, full), 1), c3 = iota(rb, Type(DType::S64, full), 2);
     Value kf = broadcast_in_dim(rb, k, full, {});
-    Value below = compare(rb, r3, kf, "GT");
+    Value below = compare(rb, r3, kf, Direction::GT);
     Value lb = broadcast_in_dim(rb, reshape(rb, l, {Bt, m}), full, {0, 1});
     Value rb3 = broadcast_in_dim(rb, reshape(rb, rowk, {Bt, n}), full, {0, 2});
     // The product is rounded before the subtraction, as LAPACK's non-fused update rounds it:
@@ -132,8 +132,8 @@ Lu lu_factor(Builder& b, Value a) {
     // pivot is exactly 0 (and so its singular `info`, which inv/solve raise on).
     Value product = rb.emit1("stablehlo.optimization_barrier", {mul(rb, lb, rb3)}, Type(A.dtype(), full));
     Value updated = sub(rb, A, product);
-    A = select(rb, binary(rb, "stablehlo.and", below, compare(rb, c3, kf, "GT")), updated, A);
-    A = select(rb, binary(rb, "stablehlo.and", below, compare(rb, c3, kf, "EQ")), lb, A);
+    A = select(rb, binary(rb, Binary::And, below, compare(rb, c3, kf, Direction::GT)), updated, A);
+    A = select(rb, binary(rb, Binary::And, below, compare(rb, c3, kf, Direction::EQ)), lb, A);
     return std::vector<Value>{add(rb, k, s64(rb, 1)), A, piv, perm, info};
   });
   std::vector<Value> init{s64(b, 0), a, constant(b, 0, DType::S32, {Bt, kmax}),
@@ -197,7 +197,7 @@ std::vector<Value> lu(Context& c) {
   if (empty(a)) {  // P is still the m x m identity (an m x 0 matrix has no rows to swap)
     const Type& pt = c.out(0);
     int64_t r = static_cast<int64_t>(pt.shape.size());
-    Value eye = compare(b, iota(b, Type(DType::S64, pt.shape), r - 2), iota(b, Type(DType::S64, pt.shape), r - 1), "EQ");
+    Value eye = compare(b, iota(b, Type(DType::S64, pt.shape), r - 2), iota(b, Type(DType::S64, pt.shape), r - 1), Direction::EQ);
     return {convert(b, eye, pt.dtype), zeros(b, c.out(1)), zeros(b, c.out(2))};
   }
   Value ab = as_batch(b, a);
@@ -206,14 +206,14 @@ std::vector<Value> lu(Context& c) {
   DType t = a.dtype();
   // P[r, i] = (perm[i] == r): A = P L U.
   Value rr = iota(b, Type(DType::S64, {Bt, m, m}), 1);
-  Value P = convert(b, compare(b, rr, broadcast_in_dim(b, f.perm, {Bt, m, m}, {0, 2}), "EQ"), t);
+  Value P = convert(b, compare(b, rr, broadcast_in_dim(b, f.perm, {Bt, m, m}, {0, 2}), Direction::EQ), t);
   Value Lfull = slice(b, f.lu, {0, 0, 0}, {Bt, m, k}, {1, 1, 1});
   Value lr = iota(b, Type(DType::S64, {Bt, m, k}), 1), lc = iota(b, Type(DType::S64, {Bt, m, k}), 2);
-  Value L = select(b, compare(b, lr, lc, "GT"), Lfull,
-                   select(b, compare(b, lr, lc, "EQ"), constant(b, 1, t, {Bt, m, k}), zeros(b, Lfull.type)));
+  Value L = select(b, compare(b, lr, lc, Direction::GT), Lfull,
+                   select(b, compare(b, lr, lc, Direction::EQ), constant(b, 1, t, {Bt, m, k}), zeros(b, Lfull.type)));
   Value Ufull = slice(b, f.lu, {0, 0, 0}, {Bt, k, n}, {1, 1, 1});
   Value ur = iota(b, Type(DType::S64, {Bt, k, n}), 1), uc = iota(b, Type(DType::S64, {Bt, k, n}), 2);
-  Value U = select(b, compare(b, ur, uc, "LE"), Ufull, zeros(b, Ufull.type));
+  Value U = select(b, compare(b, ur, uc, Direction::LE), Ufull, zeros(b, Ufull.type));
   return {reshape(b, P, c.out(0).shape), reshape(b, L, c.out(1).shape), reshape(b, U, c.out(2).shape)};
 }
 
@@ -224,7 +224,7 @@ Value perm_of_pivots(Builder& b, Value piv, int64_t rows = -1) {
   Type tperm(DType::S64, {Bt, n}), tk(DType::S64, {});
   std::vector<Type> state{tk, piv.type, tperm};
   std::string cond = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
-    return std::vector<Value>{compare(rb, v[0], s64(rb, k), "LT")};
+    return std::vector<Value>{compare(rb, v[0], s64(rb, k), Direction::LT)};
   });
   std::string body = b.region(state, [&](Builder& rb, const std::vector<Value>& v) {
     Value k = v[0];
@@ -326,7 +326,7 @@ std::vector<Value> inv_ex(Context& c) {
   Value ab = as_batch(b, a);
   int64_t Bt = ab.shape()[0], n = ab.shape()[1];
   Lu f = lu_factor(b, ab);
-  Value eye = convert(b, compare(b, iota(b, Type(DType::S64, {Bt, n, n}), 1), iota(b, Type(DType::S64, {Bt, n, n}), 2), "EQ"),
+  Value eye = convert(b, compare(b, iota(b, Type(DType::S64, {Bt, n, n}), 1), iota(b, Type(DType::S64, {Bt, n, n}), 2), Direction::EQ),
                       a.dtype());
   Value x = lu_solve_batched(b, f.lu, f.perm, eye, false);
   return {reshape(b, x, c.out(0).shape), reshape(b, f.info, c.out(1).shape)};
@@ -385,7 +385,7 @@ std::vector<Value> lu_unpack(Context& c) {
     int64_t Bt = c.out(0).numel() / (m * m);
     Value perm = perm_of_pivots(b, reshape(b, convert(b, piv, DType::S32), {Bt, k}), m);
     Value rr = iota(b, Type(DType::S64, {Bt, m, m}), 1);
-    Value P = convert(b, compare(b, rr, broadcast_in_dim(b, perm, {Bt, m, m}, {0, 2}), "EQ"), c.out(0).dtype);
+    Value P = convert(b, compare(b, rr, broadcast_in_dim(b, perm, {Bt, m, m}, {0, 2}), Direction::EQ), c.out(0).dtype);
     outs.push_back(reshape(b, P, c.out(0).shape));
   } else {
     outs.push_back(zeros(b, c.out(0)));
@@ -400,11 +400,11 @@ std::vector<Value> lu_unpack(Context& c) {
   DType t = a.dtype();
   Value Lfull = slice(b, a, {0, 0, 0}, {Bt, m, k}, {1, 1, 1});
   Value lr = iota(b, Type(DType::S64, {Bt, m, k}), 1), lc = iota(b, Type(DType::S64, {Bt, m, k}), 2);
-  Value L = select(b, compare(b, lr, lc, "GT"), Lfull,
-                   select(b, compare(b, lr, lc, "EQ"), constant(b, 1, t, {Bt, m, k}), zeros(b, Lfull.type)));
+  Value L = select(b, compare(b, lr, lc, Direction::GT), Lfull,
+                   select(b, compare(b, lr, lc, Direction::EQ), constant(b, 1, t, {Bt, m, k}), zeros(b, Lfull.type)));
   Value Ufull = slice(b, a, {0, 0, 0}, {Bt, k, n}, {1, 1, 1});
   Value ur = iota(b, Type(DType::S64, {Bt, k, n}), 1), uc = iota(b, Type(DType::S64, {Bt, k, n}), 2);
-  Value U = select(b, compare(b, ur, uc, "LE"), Ufull, zeros(b, Ufull.type));
+  Value U = select(b, compare(b, ur, uc, Direction::LE), Ufull, zeros(b, Ufull.type));
   outs.push_back(reshape(b, convert(b, L, c.out(1).dtype), c.out(1).shape));
   outs.push_back(reshape(b, convert(b, U, c.out(2).dtype), c.out(2).shape));
   return outs;

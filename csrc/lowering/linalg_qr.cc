@@ -33,7 +33,7 @@ Value upper(Builder& b, Value a, int64_t rows) {
   Value r = a;
   if (rows < m) r = slice(b, a, {0, 0, 0}, {Bt, rows, n}, {1, 1, 1});
   if (rows > m) r = pad(b, a, zeros(b, Type(a.dtype(), {})), {0, 0, 0}, {0, rows - m, 0}, {0, 0, 0});
-  return select(b, diag_mask(b, Bt, rows, n, "LE"), r, zeros(b, r.type));
+  return select(b, diag_mask(b, Bt, rows, n, Direction::LE), r, zeros(b, r.type));
 }
 
 // geqrf(A) -> (a, tau)

@@ -37,16 +37,16 @@ std::vector<Value> binary_cross_entropy(Context& c) {
   if (x.type.numel() > 0) {
     // The CPU raises for an input or target outside [0, 1] (NaN included).
     auto outside = [&](Value v) {
-      Value inside = binary(b, "stablehlo.and", compare(b, v, zeros(b, v.type), "GE"),
-                            compare(b, v, scalar_like(b, 1, v), "LE"));
-      return reduce(b, unary(b, "stablehlo.not", inside), all_dims(v), "or");
+      Value inside = binary(b, Binary::And, compare(b, v, zeros(b, v.type), Direction::GE),
+                            compare(b, v, scalar_like(b, 1, v), Direction::LE));
+      return reduce(b, unary(b, Unary::Not, inside), all_dims(v), "or");
     };
     b.assert_false(outside(x), "all elements of input should be between 0 and 1", CheckKind::RuntimeError);
     b.assert_false(outside(y), "all elements of target should be between 0 and 1", CheckKind::RuntimeError);
   }
   Value floor = scalar_like(b, -100, x);
-  Value log_x = max(b, unary(b, "stablehlo.log", x), floor);
-  Value log_1mx = max(b, unary(b, "stablehlo.log_plus_one", neg(b, x)), floor);
+  Value log_x = max(b, unary(b, Unary::Log, x), floor);
+  Value log_1mx = max(b, unary(b, Unary::LogPlusOne, neg(b, x)), floor);
   Value one = scalar_like(b, 1, x);
   Value loss = sub(b, mul(b, sub(b, y, one), log_1mx), mul(b, y, log_x));
   if (c.has(2)) loss = mul(b, loss, cast_to(b, c.tensor(2), t, shape));
@@ -92,15 +92,15 @@ Nll2d nll2d_parts(Context& c, size_t self_arg, size_t target_arg, size_t weight_
   Value x = transpose(b, convert(b, in, acc), {0, 2, 3, 1});
   Value target = convert(b, c.tensor(target_arg), DType::S64);
   int64_t C = x.shape()[3];
-  Value keep = compare(b, target, constant(b, static_cast<double>(ignore), DType::S64, target.shape()), "NE");
+  Value keep = compare(b, target, constant(b, static_cast<double>(ignore), DType::S64, target.shape()), Direction::NE);
   if (target.type.numel() > 0) {
-    Value bad = binary(b, "stablehlo.or", compare(b, target, zeros(b, target.type), "LT"),
-                       compare(b, target, constant(b, static_cast<double>(C), DType::S64, target.shape()), "GE"));
-    b.assert_false(reduce(b, binary(b, "stablehlo.and", bad, keep), all_dims(target), "or"),
+    Value bad = binary(b, Binary::Or, compare(b, target, zeros(b, target.type), Direction::LT),
+                       compare(b, target, constant(b, static_cast<double>(C), DType::S64, target.shape()), Direction::GE));
+    b.assert_false(reduce(b, binary(b, Binary::And, bad, keep), all_dims(target), "or"),
                    "Target is out of bounds");
   }
   Value tb = broadcast_in_dim(b, target, x.shape(), {0, 1, 2});
-  Value onehot = compare(b, iota(b, Type(DType::S64, x.shape()), 3), tb, "EQ");
+  Value onehot = compare(b, iota(b, Type(DType::S64, x.shape()), 3), tb, Direction::EQ);
   Value w;
   if (c.has(weight_arg)) {
     Value wb = broadcast_in_dim(b, convert(b, c.tensor(weight_arg), acc), x.shape(), {3});

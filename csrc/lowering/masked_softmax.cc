@@ -76,9 +76,9 @@ std::vector<Value> masked_softmax(Context& c) {
   // A row whose kept values contain NaN: the CPU's max keeps NaN when it comes first; the sum
   // below is NaN either way.
   Value e = select(b, mask, zero,
-                   stored(b, unary(b, "stablehlo.exponential", stored(b, sub(b, x, kept_max), out)), out));
+                   stored(b, unary(b, Unary::Exponential, stored(b, sub(b, x, kept_max), out)), out));
   Value sum = reduce_keep(b, e, dim, "add");
-  Value empty = compare(b, sum, zero, "EQ");
+  Value empty = compare(b, sum, zero, Direction::EQ);
   Value inv = select(b, empty, constant(b, std::numeric_limits<double>::quiet_NaN(), acc, x.shape()),
                      div(b, scalar_like(b, 1, sum), sum));
   return {reshape(b, convert(b, mul(b, e, inv), out), c.out().shape)};

@@ -16,7 +16,7 @@ using namespace hlo;
 std::pair<Value, Value> shifted(Builder& b, Value x, int64_t dim) {
   Value m = reduce_keep(b, x, dim, "max");
   Value s = sub(b, x, m);
-  return {s, reduce_keep(b, unary(b, "stablehlo.exponential", s), dim, "add")};
+  return {s, reduce_keep(b, unary(b, Unary::Exponential, s), dim, "add")};
 }
 
 Rule softmax_rule(bool log) {
@@ -29,15 +29,15 @@ Rule softmax_rule(bool log) {
     x = convert(c.b, x, acc);
     if (x.rank() == 0) {
       wrap_dim(c.int_arg(1), 0);
-      Value r = log ? sub(c.b, x, x) : div(c.b, unary(c.b, "stablehlo.exponential", sub(c.b, x, x)),
-                                             unary(c.b, "stablehlo.exponential", sub(c.b, x, x)));
+      Value r = log ? sub(c.b, x, x) : div(c.b, unary(c.b, Unary::Exponential, sub(c.b, x, x)),
+                                             unary(c.b, Unary::Exponential, sub(c.b, x, x)));
       return std::vector<Value>{convert(c.b, r, out)};
     }
     int64_t dim = wrap_dim(c.int_arg(1), x.rank());
     if (x.shape()[dim] == 0) return std::vector<Value>{convert(c.b, x, out)};
     auto [s, sum] = shifted(c.b, x, dim);
-    Value r = log ? sub(c.b, s, unary(c.b, "stablehlo.log", sum))
-                  : div(c.b, unary(c.b, "stablehlo.exponential", s), sum);
+    Value r = log ? sub(c.b, s, unary(c.b, Unary::Log, sum))
+                  : div(c.b, unary(c.b, Unary::Exponential, s), sum);
     return std::vector<Value>{convert(c.b, r, out)};
   };
 }
@@ -65,7 +65,7 @@ Rule softmax_backward_rule(bool log) {
     int64_t dim = wrap_dim(c.int_arg(2), g.rank());
     Value r;
     if (log) {
-      r = sub(c.b, g, mul(c.b, unary(c.b, "stablehlo.exponential", y), reduce_keep(c.b, g, dim, "add")));
+      r = sub(c.b, g, mul(c.b, unary(c.b, Unary::Exponential, y), reduce_keep(c.b, g, dim, "add")));
     } else {
       // (grad - sum(grad * output)) * output, grouped as the CPU kernel: with an infinite output
       // the distributed form gives inf - inf = NaN where the CPU's gives inf.
@@ -92,7 +92,7 @@ NllParts nll_parts(Context& c, Value x, Value target, bool has_weight, size_t we
   std::vector<int64_t> tdims;
   for (int64_t i = 0; i < t.rank(); ++i) tdims.push_back(i);
   Value tb = broadcast_in_dim(b, t, x.shape(), tdims);
-  Value onehot = compare(b, iota(b, Type(DType::S64, x.shape()), cdim), tb, "EQ");
+  Value onehot = compare(b, iota(b, Type(DType::S64, x.shape()), cdim), tb, Direction::EQ);
   Value w;
   if (has_weight) {
     Value wt = convert(b, c.tensor(weight_arg), acc);
@@ -101,12 +101,12 @@ NllParts nll_parts(Context& c, Value x, Value target, bool has_weight, size_t we
   } else {
     w = constant(b, 1, acc, t.shape());
   }
-  Value keep = compare(b, t, constant(b, static_cast<double>(ignore_index), DType::S64, t.shape()), "NE");
+  Value keep = compare(b, t, constant(b, static_cast<double>(ignore_index), DType::S64, t.shape()), Direction::NE);
   // A target outside [0, C) that is not ignore_index: the CPU raises IndexError.
   if (t.type.numel() > 0) {
-    Value low = compare(b, t, constant(b, 0, DType::S64, t.shape()), "LT");
-    Value high = compare(b, t, constant(b, static_cast<double>(C), DType::S64, t.shape()), "GE");
-    Value bad = binary(b, "stablehlo.and", keep, binary(b, "stablehlo.or", low, high));
+    Value low = compare(b, t, constant(b, 0, DType::S64, t.shape()), Direction::LT);
+    Value high = compare(b, t, constant(b, static_cast<double>(C), DType::S64, t.shape()), Direction::GE);
+    Value bad = binary(b, Binary::And, keep, binary(b, Binary::Or, low, high));
     std::vector<int64_t> all(t.rank());
     for (int64_t i = 0; i < t.rank(); ++i) all[i] = i;
     b.assert_false(reduce(b, bad, all, "or"), "Target is out of bounds (classes: " + std::to_string(C) + ")");
@@ -161,7 +161,7 @@ std::vector<Value> nll_loss_backward(Context& c) {
   }
   Value per = neg(b, mul(b, scale, p.weight));
   // Ignored targets get no gradient even when every target is ignored (scale = g / 0).
-  Value counted = compare(b, p.weight, zeros(b, p.weight.type), "NE");
+  Value counted = compare(b, p.weight, zeros(b, p.weight.type), Direction::NE);
   per = select(b, counted, per, zeros(b, per.type));
   std::vector<int64_t> tdims;
   for (int64_t i = 0; i < per.rank(); ++i) tdims.push_back(i);
@@ -212,8 +212,8 @@ std::vector<Value> mse_loss_backward(Context& c) {
 // Uniform floats in [0, 1) from random bits (f32 mantissa construction).
 Value uniform01(Builder& b, Value key, const std::vector<int64_t>& shape) {
   Value bits = rng_bit_generator(b, key, Type(DType::U32, shape)).at(1);
-  Value m = binary(b, "stablehlo.shift_right_logical", bits, constant(b, 9, DType::U32, shape));
-  Value one_bits = binary(b, "stablehlo.or", m, constant(b, 0x3F800000u, DType::U32, shape));
+  Value m = binary(b, Binary::ShiftRightLogical, bits, constant(b, 9, DType::U32, shape));
+  Value one_bits = binary(b, Binary::Or, m, constant(b, 0x3F800000u, DType::U32, shape));
   Value f = bitcast_convert(b, one_bits, DType::F32);
   return sub(b, f, constant(b, 1, DType::F32, shape));
 }
@@ -223,8 +223,8 @@ Value uniform01(Builder& b, Value key, const std::vector<int64_t>& shape) {
 Value op_key(Builder& b, Value key) {
   Value seed = slice(b, key, {0}, {1}, {1});
   Value ctr = slice(b, key, {1}, {2}, {1});
-  Value hi = binary(b, "stablehlo.shift_right_logical", ctr, constant(b, 32, DType::U64, {1}));
-  Value lo = binary(b, "stablehlo.shift_left", ctr, constant(b, 32, DType::U64, {1}));
+  Value hi = binary(b, Binary::ShiftRightLogical, ctr, constant(b, 32, DType::U64, {1}));
+  Value lo = binary(b, Binary::ShiftLeft, ctr, constant(b, 32, DType::U64, {1}));
   Value golden = b.emit1("stablehlo.constant", {}, Type(DType::U64, {1}),
                          "value = dense<11400714819323198485> : tensor<1xui64>");
   seed = add(b, seed, mul(b, hi, golden));
@@ -243,7 +243,7 @@ std::vector<Value> native_dropout(Context& c) {
   }
   if (!c.rng_key.valid()) throw NotLowerable("native_dropout without an rng key");
   Value u = uniform01(b, op_key(b, c.rng_key), x.shape());
-  Value mask = compare(b, u, constant(b, 1.0 - p, DType::F32, x.shape()), "LT");
+  Value mask = compare(b, u, constant(b, 1.0 - p, DType::F32, x.shape()), Direction::LT);
   double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
   DType acc = opmath(out);
   Value xf = convert(b, x, acc);

@@ -101,7 +101,7 @@ std::vector<Value> weight_norm(Context& c) {
   if (v.rank() == 1) throw NotLowerable("_weight_norm_interface of a 1-D v");
   DType acc = opmath(v.dtype());
   Value vf = convert(b, v, acc);
-  Value norms = unary(b, "stablehlo.sqrt", sum_keep(b, mul(b, vf, vf), norm_dims(v, dim)));
+  Value norms = unary(b, Unary::Sqrt, sum_keep(b, mul(b, vf, vf), norm_dims(v, dim)));
   Value gf = reshape(b, convert(b, g, acc), norms.shape());
   Value w = mul(b, vf, expand_to(b, div(b, gf, norms), v.shape()));
   return {convert(b, w, c.out(0).dtype), convert(b, reshape(b, norms, c.out(1).shape), c.out(1).dtype)};
@@ -135,16 +135,16 @@ std::vector<Value> weight_norm_backward(Context& c) {
 
 // The norm_type-norm of each row of w ([V, D] -> [V]), as Tensor.norm computes it.
 Value row_norms(Builder& b, Value w, double p) {
-  Value a = is_complex(w.dtype()) ? complex_abs(b, w) : unary(b, "stablehlo.abs", w);
+  Value a = is_complex(w.dtype()) ? complex_abs(b, w) : unary(b, Unary::Abs, w);
   int64_t V = w.shape()[0];
   double inf = std::numeric_limits<double>::infinity();
   if (p == inf) return reduce(b, a, {1}, "max");
   if (p == -inf) return reduce(b, a, {1}, "min");
-  if (p == 0) return reduce(b, convert(b, compare(b, a, scalar_like(b, 0, a), "NE"), a.dtype()), {1}, "add");
+  if (p == 0) return reduce(b, convert(b, compare(b, a, scalar_like(b, 0, a), Direction::NE), a.dtype()), {1}, "add");
   if (p == 1) return reduce(b, a, {1}, "add");
-  if (p == 2) return unary(b, "stablehlo.sqrt", reduce(b, mul(b, a, a), {1}, "add"));
-  Value s = reduce(b, binary(b, "stablehlo.power", a, scalar_like(b, p, a)), {1}, "add");
-  return binary(b, "stablehlo.power", s, constant(b, 1.0 / p, a.dtype(), {V}));
+  if (p == 2) return unary(b, Unary::Sqrt, reduce(b, mul(b, a, a), {1}, "add"));
+  Value s = reduce(b, binary(b, Binary::Power, a, scalar_like(b, p, a)), {1}, "add");
+  return binary(b, Binary::Power, s, constant(b, 1.0 / p, a.dtype(), {V}));
 }
 
 // embedding_renorm(self, indices, max_norm, norm_type): every row that `indices` names and whose
@@ -161,10 +161,10 @@ std::vector<Value> embedding_renorm(Context& c) {
   Value wf = convert(b, w, acc);
   Value ind = reshape(b, convert(b, idx, DType::S64), {n, 1});
   // The CPU kernel takes row self[i]: a negative index counts from the end, as in Python.
-  Value negative = compare(b, ind, constant(b, 0, DType::S64, {n, 1}), "LT");
+  Value negative = compare(b, ind, constant(b, 0, DType::S64, {n, 1}), Direction::LT);
   ind = select(b, negative, add(b, ind, constant(b, static_cast<double>(V), DType::S64, {n, 1})), ind);
-  Value bad = binary(b, "stablehlo.or", compare(b, ind, constant(b, 0, DType::S64, {n, 1}), "LT"),
-                     compare(b, ind, constant(b, static_cast<double>(V), DType::S64, {n, 1}), "GE"));
+  Value bad = binary(b, Binary::Or, compare(b, ind, constant(b, 0, DType::S64, {n, 1}), Direction::LT),
+                     compare(b, ind, constant(b, static_cast<double>(V), DType::S64, {n, 1}), Direction::GE));
   b.assert_false(reduce(b, bad, {0, 1}, "or"), "embedding_renorm_: index out of range for a weight of " +
                                                   std::to_string(V) + " rows",
                  CheckKind::IndexError);
@@ -177,22 +177,22 @@ std::vector<Value> embedding_renorm(Context& c) {
   auto rows_hit = [&](Value which) {
     Value ones = convert(b, reshape(b, which, {n}), DType::S32);
     Value count = scatter(b, zeros(b, Type(DType::S32, {V})), ind, ones, sd, "add");
-    return compare(b, count, zeros(b, count.type), "GT");
+    return compare(b, count, zeros(b, count.type), Direction::GT);
   };
   Value by_negative = rows_hit(negative);
-  Value by_positive = rows_hit(unary(b, "stablehlo.not", negative));
+  Value by_positive = rows_hit(unary(b, Unary::Not, negative));
   auto renorm_rows = [&](Value x, Value rows) {
     Value norms = row_norms(b, x, p);  // real, also for a complex weight
     DType rt = norms.dtype();
-    Value big = compare(b, norms, constant(b, max_norm, rt, {V}), "GT");
-    Value renorm = binary(b, "stablehlo.and", rows, big);
+    Value big = compare(b, norms, constant(b, max_norm, rt, {V}), Direction::GT);
+    Value renorm = binary(b, Binary::And, rows, big);
     Value scale = div(b, constant(b, max_norm, rt, {V}), add(b, norms, constant(b, 1e-7, rt, {V})));
     Value scaled = mul(b, x, broadcast_in_dim(b, convert(b, scale, acc), {V, D}, {0}));
     // Rows left alone keep their exact values.
     return select(b, broadcast_in_dim(b, renorm, {V, D}, {0}), scaled, x);
   };
-  Value r = renorm_rows(wf, binary(b, "stablehlo.or", by_negative, by_positive));
-  r = renorm_rows(r, binary(b, "stablehlo.and", by_negative, by_positive));
+  Value r = renorm_rows(wf, binary(b, Binary::Or, by_negative, by_positive));
+  r = renorm_rows(r, binary(b, Binary::And, by_negative, by_positive));
   return {convert(b, r, c.out().dtype)};
 }
 

@@ -41,12 +41,12 @@ std::vector<Value> native_layer_norm(Context& c) {
   Value mean = div(b, sum, constant(b, static_cast<double>(n), acc, sum.shape()));
   Value d = sub(b, x, back(mean));
   Value var = div(b, reduce(b, mul(b, d, d), dims, "add"), constant(b, static_cast<double>(n), acc, mean.shape()));
-  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
+  Value rstd = unary(b, Unary::Rsqrt, add(b, var, constant(b, c.double_arg(4), acc, var.shape())));
   Value y = mul(b, d, back(rstd));
   if (n > 1) {
     // The CPU's mean is a Welford update: after an infinite element, inf + (x - inf) / k = NaN
     // (an inf as the very last element of a short row stays ±inf there; rare, not reproduced).
-    Value inf_mean = compare(b, unary(b, "stablehlo.abs", mean), constant(b, INFINITY, acc, mean.shape()), "EQ");
+    Value inf_mean = compare(b, unary(b, Unary::Abs, mean), constant(b, INFINITY, acc, mean.shape()), Direction::EQ);
     mean = select(b, inf_mean, constant(b, NAN, acc, mean.shape()), mean);
   }
   std::vector<int64_t> wdims;
@@ -114,7 +114,7 @@ std::vector<Value> native_group_norm(Context& c) {
   Value mean = div(b, reduce(b, xg, {2}, "add"), constant(b, static_cast<double>(D), acc, {N, G}));
   Value d = sub(b, xg, broadcast_in_dim(b, mean, {N, G, D}, {0, 1}));
   Value var = div(b, reduce(b, mul(b, d, d), {2}, "add"), constant(b, static_cast<double>(D), acc, {N, G}));
-  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, constant(b, eps, acc, {N, G})));
+  Value rstd = unary(b, Unary::Rsqrt, add(b, var, constant(b, eps, acc, {N, G})));
   Value y = reshape(b, mul(b, d, broadcast_in_dim(b, rstd, {N, G, D}, {0, 1})), {N, C, HW});
   if (c.has(1)) y = mul(b, y, broadcast_in_dim(b, convert(b, c.tensor(1), acc), {N, C, HW}, {1}));
   if (c.has(2)) y = add(b, y, broadcast_in_dim(b, convert(b, c.tensor(2), acc), {N, C, HW}, {1}));
@@ -204,7 +204,7 @@ std::vector<Value> batch_norm(Context& c, int stats, bool training, double momen
     mean = channel_arg(static_cast<size_t>(stats));
     var = channel_arg(static_cast<size_t>(stats) + 1);
   }
-  Value rstd = training ? batch_norm_invstd(b, var, eps) : unary(b, "stablehlo.rsqrt", add(b, var, vec(eps)));
+  Value rstd = training ? batch_norm_invstd(b, var, eps) : unary(b, Unary::Rsqrt, add(b, var, vec(eps)));
   Value y = mul(b, sub(b, x, per_channel(mean)), per_channel(rstd));
   if (c.has(1)) y = mul(b, y, per_channel(channel_arg(1)));
   if (c.has(2)) y = add(b, y, per_channel(channel_arg(2)));

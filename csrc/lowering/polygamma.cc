@@ -19,8 +19,8 @@ using namespace hlo;
 Value trigamma(Builder& b, Value x) {
   auto k = [&](double v) { return scalar_like(b, v, x); };
   const double pi = M_PI;
-  Value reflect = compare(b, x, k(0.5), "LT");
-  Value s = unary(b, "stablehlo.sine", mul(b, k(pi), x));
+  Value reflect = compare(b, x, k(0.5), Direction::LT);
+  Value s = unary(b, Unary::Sine, mul(b, k(pi), x));
   Value result = select(b, reflect, neg(b, div(b, k(pi * pi), mul(b, s, s))), k(0));
   Value y = select(b, reflect, sub(b, k(1), x), x);
   for (int i = 0; i < 6; ++i) {
@@ -42,7 +42,7 @@ Value hurwitz_zeta_series(Builder& b, double s, Value q) {
                              7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
                              -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18};
   const int terms = 30;
-  auto inv_pow = [&](Value v) { return binary(b, "stablehlo.power", v, k(-s)); };
+  auto inv_pow = [&](Value v) { return binary(b, Binary::Power, v, k(-s)); };
   Value w = add(b, q, k(terms));
   Value bw = inv_pow(w);
   // The smallest terms first.
@@ -71,12 +71,12 @@ Value hurwitz_zeta_series(Builder& b, double s, Value q) {
 Value hurwitz_zeta(Builder& b, double s, Value q) {
   auto k = [&](double v) { return scalar_like(b, v, q); };
   const int max_pairs = 100;
-  Value fl = unary(b, "stablehlo.floor", q);
-  Value paired = binary(b, "stablehlo.and", compare(b, q, k(0), "LT"), compare(b, fl, k(-max_pairs), "GE"));
+  Value fl = unary(b, Unary::Floor, q);
+  Value paired = binary(b, Binary::And, compare(b, q, k(0), Direction::LT), compare(b, fl, k(-max_pairs), Direction::GE));
   Value m = select(b, paired, neg(b, fl), k(0));
   Value f = add(b, q, m);  // in [0, 1)
   Value sum = hurwitz_zeta_series(b, s, select(b, paired, add(b, f, m), q));
-  auto inv_pow = [&](Value v) { return binary(b, "stablehlo.power", v, k(-s)); };
+  auto inv_pow = [&](Value v) { return binary(b, Binary::Power, v, k(-s)); };
   double sign = std::fmod(s, 2.0) == 0 ? 1.0 : -1.0;
   for (int i = max_pairs - 1; i >= 0; --i) {
     // (f + i) = q + m + i and (1 - f + i) = -(q + m - 1 - i): offsets of q by integers, as
@@ -84,10 +84,10 @@ Value hurwitz_zeta(Builder& b, double s, Value q) {
     Value pos = add(b, q, add(b, m, k(i)));
     Value negm = neg(b, add(b, q, sub(b, m, k(1 + i))));
     Value pair = add(b, inv_pow(pos), mul(b, k(sign), inv_pow(negm)));
-    sum = add(b, sum, select(b, compare(b, k(i), m, "LT"), pair, k(0)));
+    sum = add(b, sum, select(b, compare(b, k(i), m, Direction::LT), pair, k(0)));
   }
   // Poles: q = 0, -1, -2, ... (and -inf) give +inf, as Cephes.
-  Value pole = binary(b, "stablehlo.and", compare(b, fl, q, "EQ"), compare(b, q, k(0), "LE"));
+  Value pole = binary(b, Binary::And, compare(b, fl, q, Direction::EQ), compare(b, q, k(0), Direction::LE));
   return select(b, pole, k(std::numeric_limits<double>::infinity()), sum);
 }
 

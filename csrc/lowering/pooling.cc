@@ -72,18 +72,18 @@ std::vector<Value> max_pool2d_with_indices(Context& c) {
   shape[r - 1] = g[1].out;
   Type sv(dt, {}), si(DType::S64, {});
   std::string body = b.region({sv, si, sv, si}, [&](Builder& rb, const std::vector<Value>& v) {
-    Value gt = compare(rb, v[0], v[2], "GT");
-    Value eq = compare(rb, v[0], v[2], "EQ");
-    Value lt_i = compare(rb, v[1], v[3], "LT");
-    Value take_a = binary(rb, "stablehlo.or", gt, binary(rb, "stablehlo.and", eq, lt_i));
+    Value gt = compare(rb, v[0], v[2], Direction::GT);
+    Value eq = compare(rb, v[0], v[2], Direction::EQ);
+    Value lt_i = compare(rb, v[1], v[3], Direction::LT);
+    Value take_a = binary(rb, Binary::Or, gt, binary(rb, Binary::And, eq, lt_i));
     if (is_float) {
-      Value a_nan = compare(rb, v[0], v[0], "NE");
-      Value b_nan = compare(rb, v[2], v[2], "NE");
+      Value a_nan = compare(rb, v[0], v[0], Direction::NE);
+      Value b_nan = compare(rb, v[2], v[2], Direction::NE);
       // NaN wins; between two NaNs the later index, as the CPU kernel replaces its running
       // maximum on `val > max || isnan(val)` (pooling3d.cc does the same).
-      Value both = binary(rb, "stablehlo.and", a_nan, b_nan);
-      take_a = select(rb, both, compare(rb, v[1], v[3], "GT"), binary(rb, "stablehlo.or", binary(rb, "stablehlo.and", a_nan, unary(rb, "stablehlo.not", b_nan)),
-                                             binary(rb, "stablehlo.and", take_a, unary(rb, "stablehlo.not", b_nan))));
+      Value both = binary(rb, Binary::And, a_nan, b_nan);
+      take_a = select(rb, both, compare(rb, v[1], v[3], Direction::GT), binary(rb, Binary::Or, binary(rb, Binary::And, a_nan, unary(rb, Unary::Not, b_nan)),
+                                             binary(rb, Binary::And, take_a, unary(rb, Unary::Not, b_nan))));
     }
     return std::vector<Value>{select(rb, take_a, v[0], v[2]), select(rb, take_a, v[1], v[3])};
   });

@@ -72,17 +72,17 @@ Value pad_spatial(Builder& b, Value x, const Pool& a, Value fill) {
 
 // The (value, index) pair PyTorch's max kernels keep: a wins over b?
 Value a_wins(Builder& rb, Value va, Value ia, Value vb, Value ib, bool floating) {
-  Value gt = compare(rb, va, vb, "GT");
-  Value eq = compare(rb, va, vb, "EQ");
-  Value lt_i = compare(rb, ia, ib, "LT");
-  Value take = binary(rb, "stablehlo.or", gt, binary(rb, "stablehlo.and", eq, lt_i));
+  Value gt = compare(rb, va, vb, Direction::GT);
+  Value eq = compare(rb, va, vb, Direction::EQ);
+  Value lt_i = compare(rb, ia, ib, Direction::LT);
+  Value take = binary(rb, Binary::Or, gt, binary(rb, Binary::And, eq, lt_i));
   if (!floating) return take;
-  Value a_nan = compare(rb, va, va, "NE"), b_nan = compare(rb, vb, vb, "NE");
-  Value not_b_nan = unary(rb, "stablehlo.not", b_nan);
-  Value one_nan = binary(rb, "stablehlo.or", binary(rb, "stablehlo.and", a_nan, not_b_nan),
-                         binary(rb, "stablehlo.and", take, not_b_nan));
-  Value gt_i = compare(rb, ia, ib, "GT");
-  return select(rb, binary(rb, "stablehlo.and", a_nan, b_nan), gt_i, one_nan);
+  Value a_nan = compare(rb, va, va, Direction::NE), b_nan = compare(rb, vb, vb, Direction::NE);
+  Value not_b_nan = unary(rb, Unary::Not, b_nan);
+  Value one_nan = binary(rb, Binary::Or, binary(rb, Binary::And, a_nan, not_b_nan),
+                         binary(rb, Binary::And, take, not_b_nan));
+  Value gt_i = compare(rb, ia, ib, Direction::GT);
+  return select(rb, binary(rb, Binary::And, a_nan, b_nan), gt_i, one_nan);
 }
 
 std::string pair_region(Builder& b, DType dt) {

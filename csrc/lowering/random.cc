@@ -24,8 +24,8 @@ Value u64_constant(Builder& b, uint64_t v, const std::vector<int64_t>& shape) {
 Value op_key(Builder& b, Value key) {
   Value seed = slice(b, key, {0}, {1}, {1});
   Value ctr = slice(b, key, {1}, {2}, {1});
-  Value hi = binary(b, "stablehlo.shift_right_logical", ctr, u64_constant(b, 32, {1}));
-  Value lo = binary(b, "stablehlo.shift_left", ctr, u64_constant(b, 32, {1}));
+  Value hi = binary(b, Binary::ShiftRightLogical, ctr, u64_constant(b, 32, {1}));
+  Value lo = binary(b, Binary::ShiftLeft, ctr, u64_constant(b, 32, {1}));
   seed = add(b, seed, mul(b, hi, u64_constant(b, 11400714819323198485ull, {1})));
   return concatenate(b, {seed, lo}, 0);
 }
@@ -45,13 +45,13 @@ Value bits(Builder& b, Value& key, DType t, const std::vector<int64_t>& shape) {
 Value uniform01(Builder& b, Value& key, const std::vector<int64_t>& shape, DType out) {
   if (out == DType::F64) {
     Value x = bits(b, key, DType::U64, shape);
-    Value m = binary(b, "stablehlo.shift_right_logical", x, u64_constant(b, 12, shape));
-    Value one = binary(b, "stablehlo.or", m, u64_constant(b, 0x3FF0000000000000ull, shape));
+    Value m = binary(b, Binary::ShiftRightLogical, x, u64_constant(b, 12, shape));
+    Value one = binary(b, Binary::Or, m, u64_constant(b, 0x3FF0000000000000ull, shape));
     return sub(b, bitcast_convert(b, one, DType::F64), constant(b, 1, DType::F64, shape));
   }
   Value x = bits(b, key, DType::U32, shape);
-  Value m = binary(b, "stablehlo.shift_right_logical", x, constant(b, 9, DType::U32, shape));
-  Value one = binary(b, "stablehlo.or", m, constant(b, 0x3F800000u, DType::U32, shape));
+  Value m = binary(b, Binary::ShiftRightLogical, x, constant(b, 9, DType::U32, shape));
+  Value one = binary(b, Binary::Or, m, constant(b, 0x3F800000u, DType::U32, shape));
   return sub(b, bitcast_convert(b, one, DType::F32), constant(b, 1, DType::F32, shape));
 }
 
@@ -60,8 +60,8 @@ Value standard_normal(Builder& b, Value& key, const std::vector<int64_t>& shape,
   Value u1 = uniform01(b, key, shape, acc);
   Value u2 = uniform01(b, key, shape, acc);
   Value one = constant(b, 1, acc, shape);
-  Value r = unary(b, "stablehlo.sqrt", mul(b, constant(b, -2, acc, shape), unary(b, "stablehlo.log", sub(b, one, u1))));
-  return mul(b, r, unary(b, "stablehlo.cosine", mul(b, constant(b, 2 * M_PI, acc, shape), u2)));
+  Value r = unary(b, Unary::Sqrt, mul(b, constant(b, -2, acc, shape), unary(b, Unary::Log, sub(b, one, u1))));
+  return mul(b, r, unary(b, Unary::Cosine, mul(b, constant(b, 2 * M_PI, acc, shape), u2)));
 }
 
 // normal_(self, mean, std, generator). Complex tensors, as in PyTorch: the real and imaginary
@@ -82,7 +82,7 @@ std::vector<Value> normal(Context& c) {
   if (!complex) return {convert(b, draw(std), out.dtype)};
   Value re = draw(std / std::sqrt(2.0)), im = draw(std / std::sqrt(2.0));
   DType rt = real_part(out.dtype);
-  return {b.emit1("stablehlo.complex", {convert(b, re, rt), convert(b, im, rt)}, out)};
+  return {hlo::complex(b, convert(b, re, rt), convert(b, im, rt))};
 }
 
 // uniform_(self, from, to, generator)
@@ -100,7 +100,7 @@ std::vector<Value> uniform(Context& c) {
   // Rounding to a narrower type may reach `to`: keep the range half-open like PyTorch.
   if (out.dtype != acc && to > from) {
     Value top = constant(b, to, out.dtype, out.shape);
-    Value ge = compare(b, rc, top, "GE");
+    Value ge = compare(b, rc, top, Direction::GE);
     rc = select(b, ge, convert(b, constant(b, from, acc, out.shape), out.dtype), rc);
   }
   return {rc};
@@ -116,7 +116,7 @@ std::vector<Value> exponential(Context& c) {
   if (!(lambd > 0)) throw std::invalid_argument("exponential_ expects lambda > 0.0, but found lambda=" + std::to_string(lambd));
   Value key = key_of(c);
   Value u = uniform01(b, key, out.shape, acc);
-  Value r = div(b, neg(b, unary(b, "stablehlo.log_plus_one", neg(b, u))), constant(b, lambd, acc, out.shape));
+  Value r = div(b, neg(b, unary(b, Unary::LogPlusOne, neg(b, u))), constant(b, lambd, acc, out.shape));
   return {convert(b, r, out.dtype)};
 }
 
@@ -128,7 +128,7 @@ std::vector<Value> bernoulli_float(Context& c) {
   if (p < 0 || p > 1) throw std::invalid_argument("bernoulli_ expects p to be in [0, 1], but got p=" + std::to_string(p));
   Value key = key_of(c);
   Value u = uniform01(b, key, out.shape, float_opmath(out.dtype));
-  Value r = compare(b, u, constant(b, p, u.dtype(), out.shape), "LT");
+  Value r = compare(b, u, constant(b, p, u.dtype(), out.shape), Direction::LT);
   return {convert(b, r, out.dtype)};
 }
 
@@ -141,7 +141,7 @@ Rule bernoulli_tensor(size_t p_arg) {
     DType acc = float_opmath(c.tensor(p_arg).dtype());
     Value u = uniform01(b, key, out.shape, acc);
     Value p = cast_to(b, c.tensor(p_arg), acc, out.shape);
-    return std::vector<Value>{convert(b, compare(b, u, p, "LT"), out.dtype)};
+    return std::vector<Value>{convert(b, compare(b, u, p, Direction::LT), out.dtype)};
   };
 }
 
@@ -170,7 +170,7 @@ Value random_range(Context& c, int64_t from, uint64_t range) {
   const Type& out = c.out();
   Value key = key_of(c);
   Value x = bits(b, key, DType::U64, out.shape);
-  if (range != 0) x = binary(b, "stablehlo.remainder", x, u64_constant(b, range, out.shape));
+  if (range != 0) x = binary(b, Binary::Remainder, x, u64_constant(b, range, out.shape));
   x = add(b, x, u64_constant(b, static_cast<uint64_t>(from), out.shape));
   Value s = bitcast_convert(b, x, DType::S64);
   return convert(b, s, out.dtype);
@@ -222,15 +222,15 @@ std::vector<Value> multinomial(Context& c) {
     Value u = uniform01(b, key, {n, s}, acc);
     Value ub = broadcast_in_dim(b, u, {n, s, cats}, {0, 1});
     Value cb = broadcast_in_dim(b, cdf, {n, s, cats}, {0, 2});
-    Value le = convert(b, compare(b, cb, ub, "LE"), DType::S64);
+    Value le = convert(b, compare(b, cb, ub, Direction::LE), DType::S64);
     idx = reduce(b, le, {2}, "add");
     idx = min(b, idx, constant(b, static_cast<double>(cats - 1), DType::S64, {n, s}));
   } else {
     // Gumbel-top-k: argsort of log(p) + Gumbel noise.
     Value u = uniform01(b, key, {n, cats}, acc);
     Value one = constant(b, 1, acc, {n, cats});
-    Value g = neg(b, unary(b, "stablehlo.log", neg(b, unary(b, "stablehlo.log", sub(b, one, u)))));
-    Value k = add(b, unary(b, "stablehlo.log", p), g);
+    Value g = neg(b, unary(b, Unary::Log, neg(b, unary(b, Unary::Log, sub(b, one, u)))));
+    Value k = add(b, unary(b, Unary::Log, p), g);
     Value ids = iota(b, Type(DType::S64, {n, cats}), 1);
     auto sorted = sort(b, {k, ids}, 1, /*descending=*/true, /*stable=*/true);
     idx = slice(b, sorted[1], {0, 0}, {n, s}, {1, 1});

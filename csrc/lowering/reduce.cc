@@ -45,7 +45,7 @@ int64_t count(const Value& x, const std::vector<int64_t>& dims) {
 Value extreme_reduce(Builder& b, Value x, const std::vector<int64_t>& dims, const std::string& kind) {
   Value r = reduce(b, x, dims, kind);
   if (!is_float(x.dtype()) || dims.empty()) return r;
-  Value any_nan = reduce(b, compare(b, x, x, "NE"), dims, "or");
+  Value any_nan = reduce(b, compare(b, x, x, Direction::NE), dims, "or");
   return select(b, any_nan, scalar_like(b, std::nan(""), r), r);
 }
 
@@ -116,10 +116,10 @@ std::pair<Value, Value> extreme_with_index(Builder& b, Value x, int64_t dim, con
   }
   Value m = extreme_reduce(b, x, {dim}, kind);
   Value mb = expand_back(b, m, x, {dim});
-  Value match = compare(b, x, mb, "EQ");
+  Value match = compare(b, x, mb, Direction::EQ);
   if (is_float(x.dtype())) {
-    Value both_nan = binary(b, "stablehlo.and", compare(b, x, x, "NE"), compare(b, mb, mb, "NE"));
-    match = binary(b, "stablehlo.or", match, both_nan);
+    Value both_nan = binary(b, Binary::And, compare(b, x, x, Direction::NE), compare(b, mb, mb, Direction::NE));
+    match = binary(b, Binary::Or, match, both_nan);
   }
   Value idx = iota(b, Type(DType::S64, x.shape()), dim);
   Value big = constant(b, static_cast<double>(x.shape()[dim]), DType::S64, x.shape());
@@ -176,7 +176,7 @@ Rule full_extreme_rule(const std::string& kind, bool empty_gives_identity = fals
 }
 
 // Binary maximum/minimum (max.other, max.out).
-Rule binary_extreme(const std::string& op) {
+Rule binary_extreme(Binary op) {
   return [op](Context& c) {
     DType t = c.out().dtype;
     Value x = cast_to(c.b, c.tensor(0), t, c.out().shape), y = cast_to(c.b, c.tensor(1), t, c.out().shape);
@@ -196,7 +196,7 @@ std::pair<Value, Value> var_mean_impl(Context& c, Value x, const std::vector<int
   Value corr = c.has(2) ? convert(b, c.tensor(2), acc) : constant(b, 1, acc);
   // The CPU's std::max(0, N - correction): a NaN correction gives 0 (so inf), not NaN.
   Value n_minus = sub(b, constant(b, static_cast<double>(n), acc), corr);
-  Value denom = select(b, compare(b, n_minus, constant(b, 0, acc), "GT"), n_minus, constant(b, 0, acc));
+  Value denom = select(b, compare(b, n_minus, constant(b, 0, acc), Direction::GT), n_minus, constant(b, 0, acc));
   Value var = div(b, ss, broadcast_in_dim(b, denom, ss.shape(), {}));
   // Over no elements the CPU's variance is NaN whatever the correction (0 / (0 - correction) is
   // not: a negative correction made it 0).
@@ -215,13 +215,13 @@ Rule var_rule(bool take_sqrt, bool with_mean) {
     if (is_complex(x.dtype())) {  // var(z) = var(re) + var(im); the mean keeps both parts
       DType part = real_part(x.dtype());
       Type pt(part, x.shape());
-      auto [var_re, mean_re] = var_mean_impl(c, c.b.emit1("stablehlo.real", {x}, pt), dims, part);
-      auto [var_im, mean_im] = var_mean_impl(c, c.b.emit1("stablehlo.imag", {x}, pt), dims, part);
+      auto [var_re, mean_re] = var_mean_impl(c, real(c.b, x), dims, part);
+      auto [var_im, mean_im] = var_mean_impl(c, imag(c.b, x), dims, part);
       Value var = add(c.b, var_re, var_im);
-      if (take_sqrt) var = unary(c.b, "stablehlo.sqrt", var);
+      if (take_sqrt) var = unary(c.b, Unary::Sqrt, var);
       std::vector<Value> r{reshape(c.b, var, c.out(0).shape)};
       if (with_mean) {
-        Value mean = c.b.emit1("stablehlo.complex", {mean_re, mean_im}, Type(x.dtype(), mean_re.shape()));
+        Value mean = complex(c.b, mean_re, mean_im);
         r.push_back(reshape(c.b, mean, c.out(1).shape));
       }
       return r;
@@ -230,13 +230,13 @@ Rule var_rule(bool take_sqrt, bool with_mean) {
     (void)keepdim;
     DType acc = opmath(c.out().dtype);
     auto [var, mean] = var_mean_impl(c, x, dims, acc);
-    if (take_sqrt) var = unary(c.b, "stablehlo.sqrt", var);
+    if (take_sqrt) var = unary(c.b, Unary::Sqrt, var);
     std::vector<Value> r{reshape(c.b, var, c.out(0).shape)};
     if (with_mean) {
       // The CPU's Welford update turns an infinite running mean into NaN at the next element
       // (inf - inf), so var_mean/std_mean report NaN, not ±inf, once n > 1.
       if (count(x, dims) > 1) {
-        Value inf = compare(c.b, unary(c.b, "stablehlo.abs", mean), scalar_like(c.b, INFINITY, mean), "EQ");
+        Value inf = compare(c.b, unary(c.b, Unary::Abs, mean), scalar_like(c.b, INFINITY, mean), Direction::EQ);
         mean = select(c.b, inf, scalar_like(c.b, NAN, mean), mean);
       }
       r.push_back(reshape(c.b, mean, c.out(1).shape));
@@ -254,21 +254,21 @@ std::vector<Value> vector_norm(Context& c) {
   std::vector<int64_t> dims = reduce_dims(c, 2, x.rank());
   // |z| of a complex input (the modulus), then the real norm of the moduli.
   Value a = is_complex(x.dtype()) ? convert(b, complex_abs(b, x), acc)
-                                  : unary(b, "stablehlo.abs", convert(b, x, acc));
+                                  : unary(b, Unary::Abs, convert(b, x, acc));
   const auto& os = c.out().shape;
   Value ord = cast_to(b, c.tensor(1), acc, os);
   double inf = std::numeric_limits<double>::infinity();
   Value amax = count(x, dims) == 0 ? constant(b, 0, acc, os) : reduce_to(b, a, dims, "max", os);
   Value amin = count(x, dims) == 0 ? constant(b, inf, acc, os) : reduce_to(b, a, dims, "min", os);
-  Value nonzero = reduce_to(b, convert(b, compare(b, a, zeros(b, a.type), "NE"), acc), dims, "add", os);
+  Value nonzero = reduce_to(b, convert(b, compare(b, a, zeros(b, a.type), Direction::NE), acc), dims, "add", os);
   Value l1 = reduce_to(b, a, dims, "add", os);
-  Value l2 = unary(b, "stablehlo.sqrt", reduce_to(b, mul(b, a, a), dims, "add", os));
+  Value l2 = unary(b, Unary::Sqrt, reduce_to(b, mul(b, a, a), dims, "add", os));
   Value ordb = expand_back(b, ord, a, dims);
-  Value lp = reduce_to(b, binary(b, "stablehlo.power", a, ordb), dims, "add", os);
-  lp = binary(b, "stablehlo.power", lp, div(b, constant(b, 1, acc, os), ord));
+  Value lp = reduce_to(b, binary(b, Binary::Power, a, ordb), dims, "add", os);
+  lp = binary(b, Binary::Power, lp, div(b, constant(b, 1, acc, os), ord));
   // Over one element the CPU returns |x| for every ord but 0 (also NaN, and where |x|^ord overflows).
   if (count(x, dims) == 1) lp = l2 = l1;
-  auto is = [&](double v) { return compare(b, ord, constant(b, v, acc, os), "EQ"); };
+  auto is = [&](double v) { return compare(b, ord, constant(b, v, acc, os), Direction::EQ); };
   Value r = select(b, is(2), l2, lp);
   r = select(b, is(1), l1, r);
   r = select(b, is(0), nonzero, r);
@@ -290,10 +290,10 @@ std::vector<Value> logsumexp(Context& c) {
   double inf = std::numeric_limits<double>::infinity();
   Value m = reduce(b, x, dims, "max");
   // An all -inf (or +inf) slice must not become inf - inf.
-  Value finite = compare(b, unary(b, "stablehlo.abs", m), constant(b, inf, acc, m.shape()), "NE");
+  Value finite = compare(b, unary(b, Unary::Abs, m), constant(b, inf, acc, m.shape()), Direction::NE);
   m = select(b, finite, m, zeros(b, m.type));
-  Value e = unary(b, "stablehlo.exponential", sub(b, x, expand_back(b, m, x, dims)));
-  Value r = add(b, unary(b, "stablehlo.log", reduce(b, e, dims, "add")), m);
+  Value e = unary(b, Unary::Exponential, sub(b, x, expand_back(b, m, x, dims)));
+  Value r = add(b, unary(b, Unary::Log, reduce(b, e, dims, "add")), m);
   return {convert(b, reshape(b, r, c.out().shape), out)};
 }
 
@@ -358,10 +358,10 @@ const Registrar registrar({
     {"min", full_extreme_rule("min")},
     {"max.unary_out", full_extreme_rule("max", true)},
     {"min.unary_out", full_extreme_rule("min", true)},
-    {"max.other", binary_extreme("stablehlo.maximum")},
-    {"min.other", binary_extreme("stablehlo.minimum")},
-    {"max.out", binary_extreme("stablehlo.maximum")},
-    {"min.out", binary_extreme("stablehlo.minimum")},
+    {"max.other", binary_extreme(Binary::Maximum)},
+    {"min.other", binary_extreme(Binary::Minimum)},
+    {"max.out", binary_extreme(Binary::Maximum)},
+    {"min.out", binary_extreme(Binary::Minimum)},
     {"argmax", arg_extreme_rule("max")},
     {"argmin", arg_extreme_rule("min")},
     {"var.correction", var_rule(false, false)},

@@ -37,8 +37,8 @@ std::vector<int64_t> dims_or_all(const std::vector<int64_t>& given, int64_t rank
 Value nonzero_mask(Builder& b, Value x) {
   if (is_complex(x.dtype())) {
     Type rt(real_part(x.dtype()), x.shape());
-    Value re = b.emit1("stablehlo.real", {x}, rt), im = b.emit1("stablehlo.imag", {x}, rt);
-    return binary(b, "stablehlo.or", compare(b, re, zeros(b, rt), "NE"), compare(b, im, zeros(b, rt), "NE"));
+    Value re = real(b, x), im = imag(b, x);
+    return binary(b, Binary::Or, compare(b, re, zeros(b, rt), Direction::NE), compare(b, im, zeros(b, rt), Direction::NE));
   }
   return convert(b, x, DType::Pred);  // != 0 (NaN counts)
 }
@@ -82,7 +82,7 @@ std::vector<Value> aminmax(Context& c) {
   }
   std::vector<Value> results;
   Value any_nan;
-  if (is_float(x.dtype()) && !dims.empty()) any_nan = reduce(b, compare(b, x, x, "NE"), dims, "or");
+  if (is_float(x.dtype()) && !dims.empty()) any_nan = reduce(b, compare(b, x, x, Direction::NE), dims, "or");
   for (const char* kind : {"min", "max"}) {
     Value r = reduce(b, x, dims, kind);
     if (any_nan.valid()) r = select(b, any_nan, scalar_like(b, std::nan(""), r), r);

@@ -21,8 +21,8 @@ Value block(Builder& b, Value x, int64_t k, int64_t h) {
   return slice(b, x, {0, k * h}, {x.shape()[0], (k + 1) * h}, {1, 1});
 }
 
-Value sigmoid(Builder& b, Value x) { return unary(b, "stablehlo.logistic", x); }
-Value tanh_(Builder& b, Value x) { return unary(b, "stablehlo.tanh", x); }
+Value sigmoid(Builder& b, Value x) { return unary(b, Unary::Logistic, x); }
+Value tanh_(Builder& b, Value x) { return unary(b, Unary::Tanh, x); }
 Value one_minus(Builder& b, Value x) { return sub(b, scalar_like(b, 1, x), x); }
 
 // gates (+ bias broadcast over the batch), in the compute type.

@@ -42,12 +42,12 @@ Value search(Builder& b, Value seq, Value values, bool right) {
   for (int64_t m = M; m > 0; m >>= 1) ++steps;
   for (int i = 0; i < steps; ++i) {
     Value mid = add(b, start, div(b, sub(b, end, start), two));
-    Value active = compare(b, start, end, "LT");
+    Value active = compare(b, start, end, Direction::LT);
     Value mid_val = gather_rows(b, seq, min(b, mid, last));
     // lower bound: !(mid >= v) moves right; upper bound: !(mid > v).
-    Value stay = compare(b, mid_val, values, right ? "GT" : "GE");
-    Value go_right = binary(b, "stablehlo.and", active, unary(b, "stablehlo.not", stay));
-    Value go_left = binary(b, "stablehlo.and", active, stay);
+    Value stay = compare(b, mid_val, values, right ? Direction::GT : Direction::GE);
+    Value go_right = binary(b, Binary::And, active, unary(b, Unary::Not, stay));
+    Value go_left = binary(b, Binary::And, active, stay);
     start = select(b, go_right, add(b, mid, one), start);
     end = select(b, go_left, mid, end);
   }
@@ -87,8 +87,8 @@ Value searchsorted_impl(Context& c, Value sorted, Value values, bool right, cons
     }
     Value idx = reshape(b, convert(b, *sorter, DType::S64), {B, M});
     if (M > 0) {
-      Value bad = binary(b, "stablehlo.or", compare(b, idx, constant(b, 0, DType::S64, {B, M}), "LT"),
-                         compare(b, idx, constant(b, static_cast<double>(M), DType::S64, {B, M}), "GE"));
+      Value bad = binary(b, Binary::Or, compare(b, idx, constant(b, 0, DType::S64, {B, M}), Direction::LT),
+                         compare(b, idx, constant(b, static_cast<double>(M), DType::S64, {B, M}), Direction::GE));
       b.assert_false(reduce(b, bad, {0, 1}, "or"), "torch.searchsorted(): sorter index out of range");
       seq = gather_rows(b, seq, idx);
     }

@@ -87,10 +87,10 @@ Segments segments(Context& c, Value data, size_t lengths_arg, size_t offsets_arg
     end = prefix_sum(b, bnd);
     start = sub(b, end, bnd);
     if (check && bnd.type.numel() > 0) {
-      b.assert_false(reduce(b, compare(b, bnd, zeros(b, bnd.type), "LT"), {0, 1}, "or"),
+      b.assert_false(reduce(b, compare(b, bnd, zeros(b, bnd.type), Direction::LT), {0, 1}, "or"),
                      "lengths contains negative value!", CheckKind::RuntimeError);
       Value total = reduce(b, bnd, {1}, "add");
-      b.assert_false(reduce(b, compare(b, total, constant(b, static_cast<double>(g.D), DType::S64, {g.O}), "NE"), {0}, "or"),
+      b.assert_false(reduce(b, compare(b, total, constant(b, static_cast<double>(g.D), DType::S64, {g.O}), Direction::NE), {0}, "or"),
                      "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
                      "when !unsafe.",
                      CheckKind::RuntimeError);
@@ -112,7 +112,7 @@ Segments segments(Context& c, Value data, size_t lengths_arg, size_t offsets_arg
     Value marks = scatter(b, zeros(b, Type(DType::S64, od)), at_end, constant(b, 1, DType::S64, {g.O, g.S}), sd, "add");
     Value first = broadcast_in_dim(b, reshape(b, slice(b, start, {0, 0}, {g.O, 1}, {1, 1}), {g.O}), od, {0});
     Value last = broadcast_in_dim(b, reshape(b, slice(b, end, {0, g.S - 1}, {g.O, g.S}, {1, 1}), {g.O}), od, {0});
-    inside = binary(b, "stablehlo.and", compare(b, pos, first, "GE"), compare(b, pos, last, "LT"));
+    inside = binary(b, Binary::And, compare(b, pos, first, Direction::GE), compare(b, pos, last, Direction::LT));
     segment = select(b, inside, prefix_sum(b, marks), segment);
   }
   g.where = concatenate(b, {iota(b, Type(DType::S64, {g.O, g.D, 1}), 0), reshape(b, segment, {g.O, g.D, 1})}, 2);
@@ -145,7 +145,6 @@ Value nan_of(Builder& b, const Value& like) {
   return constant(b, std::numeric_limits<double>::quiet_NaN(), like.dtype(), like.shape());
 }
 
-Value is_nan(Builder& b, Value x) { return compare(b, x, x, "NE"); }
 
 void check_data(Value data) {
   require_dtype(is_float(data.dtype()), "_segment_reduce_cpu", data.dtype());
@@ -168,7 +167,7 @@ std::vector<Value> segment_reduce(Context& c) {
   bool has_init = c.has(7);
   Value init = has_init ? broadcast_in_dim(b, convert(b, c.tensor(7), t), {g.O, g.S, g.I}, {}) : Value{};
   Value nan_count = to_segments(b, select(b, is_nan(b, x), one, zero), g, "add", 0);
-  Value any_nan = compare(b, nan_count, zeros(b, nan_count.type), "GT");
+  Value any_nan = compare(b, nan_count, zeros(b, nan_count.type), Direction::GT);
   Value res;
   const double inf = std::numeric_limits<double>::infinity();
   switch (r) {
@@ -176,7 +175,7 @@ std::vector<Value> segment_reduce(Context& c) {
     case Reduction::Min: {
       bool is_max = r == Reduction::Max;
       res = to_segments(b, x, g, is_max ? "max" : "min", is_max ? -inf : inf);
-      if (has_init) res = binary(b, is_max ? "stablehlo.maximum" : "stablehlo.minimum", res, init);
+      if (has_init) res = binary(b, is_max ? Binary::Maximum : Binary::Minimum, res, init);
       res = select(b, any_nan, nan_of(b, res), res);
       break;
     }
@@ -185,7 +184,7 @@ std::vector<Value> segment_reduce(Context& c) {
       res = to_segments(b, x, g, "add", 0);
       if (has_init) res = add(b, res, init);
       if (r == Reduction::Mean) {
-        Value empty = compare(b, g.length, zeros(b, g.length.type), "EQ");
+        Value empty = compare(b, g.length, zeros(b, g.length.type), Direction::EQ);
         res = select(b, empty, has_init ? init : nan_of(b, res), div(b, res, g.length));
       }
       break;
@@ -219,12 +218,12 @@ std::vector<Value> segment_reduce_backward(Context& c) {
   switch (r) {
     case Reduction::Max:
     case Reduction::Min: {
-      Value hit = binary(b, "stablehlo.and", g.member,
-                         binary(b, "stablehlo.or", is_nan(b, x), compare(b, x, result, "EQ")));
+      Value hit = binary(b, Binary::And, g.member,
+                         binary(b, Binary::Or, is_nan(b, x), compare(b, x, result, Direction::EQ)));
       Value count = count_per_segment(hit);
       gx = select(b, hit, grad, zero);
-      Value shared = binary(b, "stablehlo.and", compare(b, count, scalar_like(b, 2, count), "GE"),
-                            compare(b, gx, zero, "GT"));
+      Value shared = binary(b, Binary::And, compare(b, count, scalar_like(b, 2, count), Direction::GE),
+                            compare(b, gx, zero, Direction::GT));
       gx = select(b, shared, div(b, gx, count), gx);
       break;
     }
@@ -237,12 +236,12 @@ std::vector<Value> segment_reduce_backward(Context& c) {
     case Reduction::Prod: {
       // The product of the other members for x = 0 or NaN: the product of the ordinary members,
       // times 0 if another member is 0, times NaN if another is NaN (IEEE makes inf * 0 NaN too).
-      Value x_zero = compare(b, x, zero, "EQ"), x_nan = is_nan(b, x);
-      Value special = binary(b, "stablehlo.or", x_nan, x_zero);
+      Value x_zero = compare(b, x, zero, Direction::EQ), x_nan = is_nan(b, x);
+      Value special = binary(b, Binary::Or, x_nan, x_zero);
       Value rest = from_segments(b, to_segments(b, select(b, special, one, x), g, "mul", 1), g);
       Value zeros_n = count_per_segment(x_zero), nans_n = count_per_segment(x_nan);
-      Value other_zero = compare(b, sub(b, zeros_n, select(b, x_zero, one, zero)), zero, "GT");
-      Value other_nan = compare(b, sub(b, nans_n, select(b, x_nan, one, zero)), zero, "GT");
+      Value other_zero = compare(b, sub(b, zeros_n, select(b, x_zero, one, zero)), zero, Direction::GT);
+      Value other_nan = compare(b, sub(b, nans_n, select(b, x_nan, one, zero)), zero, Direction::GT);
       Value others = mul(b, rest, select(b, other_zero, zero, one));
       others = select(b, other_nan, nan_of(b, others), others);
       if (c.has(7)) others = mul(b, others, broadcast_in_dim(b, convert(b, c.tensor(7), t), x.shape(), {}));

@@ -124,7 +124,7 @@ Rule triangle(bool lower) {
     Type it(DType::S64, x.shape());
     Value diff = sub(c.b, iota(c.b, it, x.rank() - 1), iota(c.b, it, x.rank() - 2));
     Value keep = compare(c.b, diff, constant(c.b, static_cast<double>(diagonal), DType::S64, x.shape()),
-                         lower ? "LE" : "GE");
+                         lower ? Direction::LE : Direction::GE);
     return std::vector<Value>{select(c.b, keep, x, zeros(c.b, x.type))};
   };
 }

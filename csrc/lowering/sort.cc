@@ -61,7 +61,7 @@ std::vector<Value> nonzero_static(Context& c) {
   const Type& out = c.out();
   if (n == 0 || size == 0) return {constant(b, static_cast<double>(fill), DType::S64, out.shape)};
   Value flat = reshape(b, x, {n});
-  Value nonzero = compare(b, flat, zeros(b, flat.type), "NE");
+  Value nonzero = compare(b, flat, zeros(b, flat.type), Direction::NE);
   Value position = iota(b, Type(DType::S64, {n}), 0);
   // Non-zeros keep their position as key, zeros sort after every non-zero.
   Value key = select(b, nonzero, position, add(b, position, constant(b, static_cast<double>(n), DType::S64, {n})));
@@ -69,13 +69,13 @@ std::vector<Value> nonzero_static(Context& c) {
   int64_t take = std::min(size, n);
   sorted = slice(b, sorted, {0}, {take}, {1});
   if (size > n) sorted = pad(b, sorted, constant(b, static_cast<double>(2 * n), DType::S64), {0}, {size - n}, {0});
-  Value valid = compare(b, sorted, constant(b, static_cast<double>(n), DType::S64, {size}), "LT");
+  Value valid = compare(b, sorted, constant(b, static_cast<double>(n), DType::S64, {size}), Direction::LT);
   std::vector<Value> columns;
   int64_t stride = 1;
   std::vector<Value> reversed;
   for (int64_t d = rank - 1; d >= 0; --d) {
     Value q = div(b, sorted, constant(b, static_cast<double>(stride), DType::S64, {size}));
-    Value coord = binary(b, "stablehlo.remainder", q, constant(b, static_cast<double>(x.shape()[d]), DType::S64, {size}));
+    Value coord = binary(b, Binary::Remainder, q, constant(b, static_cast<double>(x.shape()[d]), DType::S64, {size}));
     reversed.push_back(reshape(b, coord, {size, 1}));
     stride *= x.shape()[d];
   }

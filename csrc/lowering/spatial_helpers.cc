@@ -118,7 +118,7 @@ Value window_sum(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& s
   Value where = reshape(b, constant_i64_vector(b, pos), {J * K, 1});
   Value g = reshape(b, gather(b, xt, where, gd, sizes, gshape), wshape);
   // Masked with select, not a multiply: 0 * inf would be NaN.
-  Value keep = compare(b, reshape(b, constant_i64_vector(b, valid), {J, K}), constant(b, 1, DType::S64, {J, K}), "EQ");
+  Value keep = compare(b, reshape(b, constant_i64_vector(b, valid), {J, K}), constant(b, 1, DType::S64, {J, K}), Direction::EQ);
   g = select(b, broadcast_in_dim(b, keep, wshape, {r - 1, r}), g, constant(b, 0, x.dtype(), wshape));
   Value s = reduce(b, g, {r}, "add");  // lead + [J]
   std::vector<int64_t> inv(r);

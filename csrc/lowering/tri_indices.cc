@@ -48,9 +48,9 @@ Rule tri_indices(bool lower) {
     while (step * 2 <= rows) step *= 2;
     for (; step >= 1; step /= 2) {
       Value cand = add(b, row, constant(b, static_cast<double>(step), DType::S64, {N}));
-      Value valid = compare(b, cand, constant(b, static_cast<double>(rows), DType::S64, {N}), "LT");
+      Value valid = compare(b, cand, constant(b, static_cast<double>(rows), DType::S64, {N}), Direction::LT);
       Value safe = select(b, valid, cand, row);
-      Value ok = binary(b, "stablehlo.and", valid, compare(b, lookup(b, starts, safe), k, "LE"));
+      Value ok = binary(b, Binary::And, valid, compare(b, lookup(b, starts, safe), k, Direction::LE));
       row = select(b, ok, cand, row);
     }
     Value col = add(b, sub(b, k, lookup(b, starts, row)), lookup(b, firsts, row));

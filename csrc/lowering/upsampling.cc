@@ -190,7 +190,7 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
 // Which taps read an input ([out, k] broadcast to `shape`, dims r-1 and r).
 Value used_mask(Builder& b, const Taps& t, int64_t out, const std::vector<int64_t>& shape, int64_t r) {
   Value m = matrix(b, t.used, out, t.k, DType::F32);
-  return broadcast_in_dim(b, compare(b, m, zeros(b, m.type), "NE"), shape, {r - 1, r});
+  return broadcast_in_dim(b, compare(b, m, zeros(b, m.type), Direction::NE), shape, {r - 1, r});
 }
 
 // y[..., o, ...] = sum_k w[o, k] * x[..., index[o, k], ...] along `dim` (a gather per tap, so a

@@ -23,7 +23,7 @@ std::vector<Value> box_starts(Builder& b, const std::vector<int64_t>& dims, cons
       continue;
     }
     Value q = div(b, offset, constant(b, static_cast<double>(s[k]), DType::S64));
-    starts.push_back(binary(b, "stablehlo.remainder", q, constant(b, static_cast<double>(dims[k]), DType::S64)));
+    starts.push_back(binary(b, Binary::Remainder, q, constant(b, static_cast<double>(dims[k]), DType::S64)));
   }
   return starts;
 }
