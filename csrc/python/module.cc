@@ -2,17 +2,17 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
-#include "engine/device/allocator.h"
 #include "engine/compile/aot_check.h"
-#include "engine/eager/boxed_kernel.h"
-#include "engine/growing/growing_dims.h"
 #include "engine/compile/executable_cache.h"
+#include "engine/compile/metrics.h"
+#include "engine/device/allocator.h"
 #include "engine/device/generator.h"
 #include "engine/device/guard.h"
-#include "engine/compile/metrics.h"
 #include "engine/device/runtime.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
+#include "engine/eager_driver.h"
+#include "engine/growing/growing_dims.h"
 #include "lowering/registry.h"
 
 namespace py = pybind11;

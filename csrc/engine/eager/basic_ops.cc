@@ -14,17 +14,17 @@
 
 #include <set>
 
-#include "engine/device/host_read_rate.h"
-#include "engine/device/allocator.h"
-#include "engine/eager/boxed_kernel.h"
-#include "engine/growing/growing_dims.h"
-#include "engine/device/dtypes.h"
-#include "engine/eager/fallback.h"
-#include "engine/eager/math_bits.h"
+#include "engine/call/math_bits.h"
 #include "engine/compile/metrics.h"
+#include "engine/device/allocator.h"
+#include "engine/device/dtypes.h"
+#include "engine/device/host_read_rate.h"
 #include "engine/device/runtime.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
+#include "engine/eager/boxed_kernel.h"
+#include "engine/eager/fallback.h"
+#include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
 namespace {

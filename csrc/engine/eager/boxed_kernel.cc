@@ -5,14 +5,15 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <unordered_map>
 
-#include "engine/compile/metrics.h"
+#include "engine/call/lowered_kernel.h"
+#include "engine/call/math_bits.h"
+#include "engine/call/op_call.h"
+#include "engine/call/recompile_log.h"
+#include "engine/call/user_errors.h"
 #include "engine/eager/fallback.h"
 #include "engine/eager/launch.h"
-#include "engine/eager/math_bits.h"
 #include "engine/eager/op_adapters.h"
-#include "engine/eager/op_call.h"
 #include "engine/eager/plan.h"
 #include "engine/eager/plan_cache.h"
 #include "engine/growing/growing_dims.h"
@@ -22,22 +23,13 @@
 namespace tpu::engine {
 namespace {
 
-std::mutex g_plans_mu;              // guards the two tables below (PlanCache locks itself)
+std::mutex g_plans_mu;              // guards the table below (PlanCache locks itself)
 std::set<std::string> g_rules_used;  // every rule that built a plan in this process
-// The key of each op's latest compiled signature, to explain the next recompile.
-std::unordered_map<const c10::FunctionSchema*, std::vector<int64_t>> g_last_key;
 
-// Records why this op compiles again when it already had an executable.
-void note_compiled_signature(const c10::OperatorHandle& op, const std::vector<int64_t>& key) {
-  const c10::FunctionSchema* schema = &op.schema();
-  auto it = g_last_key.find(schema);
-  if (it != g_last_key.end() && it->second == key) return;  // rebuilt after an eviction
-  if (it != g_last_key.end()) {
-    count_recompile(op_label(op), describe_key_change(op.schema(), it->second, key));
-    it->second = key;
-  } else {
-    g_last_key.emplace(schema, key);
-  }
+// Explains why an op compiles again when it already had an executable.
+RecompileLog& recompiles() {
+  static RecompileLog log;
+  return log;
 }
 
 PlanCache& plans() {
@@ -51,7 +43,7 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   size_t num_args = op.schema().arguments().size();
   OpCall call;
   try {
-    call = read_op_call(op, *stack, num_args);
+    call = read_op_call(op, *stack, num_args, &takes_runtime_floats);
   } catch (const lowering::NotLowerable&) {
     cpu_fallback(op, stack);
     return;
@@ -91,44 +83,50 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     } catch (const lowering::NotLowerable&) {
       cpu_fallback(op, stack);
       return;
-    } catch (const lowering::InvalidCall& e) {
-      TORCH_CHECK_NOT_IMPLEMENTED(!e.not_implemented, e.what());
-      TORCH_CHECK(false, op.schema().operator_name(), ": ", e.what());
-    } catch (const std::out_of_range& e) {
-      TORCH_CHECK_INDEX(false, op.schema().operator_name(), ": ", e.what());
-    } catch (const std::invalid_argument& e) {
-      TORCH_CHECK_VALUE(false, op.schema().operator_name(), ": ", e.what());
+    } catch (...) {
+      rethrow_as_user_error(c10::toString(op.schema().operator_name()));
     }
     plans().insert(call.key, plan);
+    recompiles().note(&op.schema(), plan->module.label, call.key, KeyShape::of(op.schema()));
     std::lock_guard<std::mutex> lock(g_plans_mu);
     g_rules_used.insert(rule);
-    note_compiled_signature(op, call.key);
   }
   launch(*plan, op, stack, num_args, call);
 }
 
 namespace {
-// The kernel registered for ops with an argument adapter (op_adapters.h).
-template <PrepareFn prepare, OverCapacityFn over_capacity = nullptr>
-void prepared_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  prepare(op, stack, op.schema().arguments().size());
-  if constexpr (over_capacity != nullptr) {
-    if (over_capacity(op, stack)) return;
+
+// The kernel registered for each lowered op: the op's argument adapter (op_adapters.h) and its
+// path over a growing dim's capacity (engine/growing), then the generic kernel. Ops with
+// neither pay one branch.
+class LoweredOpKernel final : public c10::OperatorKernel {
+ public:
+  LoweredOpKernel(PrepareFn prepare, OverCapacityFn over_capacity) : prepare_(prepare), over_capacity_(over_capacity) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    if (prepare_ != nullptr) prepare_(op, stack, op.schema().arguments().size());
+    if (over_capacity_ != nullptr && over_capacity_(op, stack)) return;
+    boxed_kernel(op, ks, stack);
   }
-  boxed_kernel(op, ks, stack);
+
+ private:
+  PrepareFn prepare_;
+  OverCapacityFn over_capacity_;
+};
+
+// The growing-dim path of an op without an adapter.
+OverCapacityFn growth_path(const c10::OperatorName& name, const std::string& full) {
+  auto handle = c10::Dispatcher::singleton().findSchema(name);
+  if (handle && takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
+    return &pointwise_over_capacity;
+  }
+  if (full == "sum" || full == "all" || full == "any") return &reduction_over_capacity;
+  if (takes_bucketed_path(name)) return &runs_over_capacity;
+  return nullptr;
 }
 
-// The kernel of ops without an adapter that can run over a growing dim's capacity (engine/growing).
-template <OverCapacityFn over_capacity>
-void growing_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  if (over_capacity(op, stack)) return;
-  boxed_kernel(op, ks, stack);
-}
+const bool g_kernel_installed = (install_lowered_kernel(&run_op), true);
 
-template <PrepareFn prepare, OverCapacityFn over_capacity = nullptr>
-bool is(const OpAdapter* adapter) {
-  return adapter != nullptr && adapter->prepare == prepare && adapter->over_capacity == over_capacity;
-}
 }  // namespace
 
 void run_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -151,33 +149,11 @@ std::vector<std::string> register_lowered_ops() {
       if (rule.empty() || lowering::is_graph_only_rule(rule)) continue;
       std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       const OpAdapter* adapter = find_adapter(name);
-      auto kernel = torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>();
-      if (is<&move_cpu_indices, &index_over_capacity>(adapter)) {
-        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices, &index_over_capacity>>();
-      } else if (is<&move_cpu_indices>(adapter)) {
-        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&move_cpu_indices>>();
-      } else if (is<&check_float8_fill_values, &pad_over_capacity>(adapter)) {
-        kernel = torch::CppFunction::makeFromBoxedFunction<
-            &prepared_kernel<&check_float8_fill_values, &pad_over_capacity>>();
-      } else if (is<&check_float8_fill_values>(adapter)) {
-        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_float8_fill_values>>();
-      } else if (is<&resize_arange_out, &arange_over_capacity>(adapter)) {
-        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&resize_arange_out, &arange_over_capacity>>();
-      } else if (is<&check_out_dtype_is_self_dtype>(adapter)) {
-        kernel = torch::CppFunction::makeFromBoxedFunction<&prepared_kernel<&check_out_dtype_is_self_dtype>>();
-      } else {
-        TORCH_INTERNAL_ASSERT(adapter == nullptr || (adapter->prepare == nullptr && adapter->over_capacity == nullptr),
-                              full, ": adapter kernel not registered");
-        auto handle = c10::Dispatcher::singleton().findSchema(name);
-        if (adapter == nullptr && handle &&
-            takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
-          kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&pointwise_over_capacity>>();
-        } else if (adapter == nullptr && (full == "sum" || full == "all" || full == "any")) {
-          kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&reduction_over_capacity>>();
-        } else if (adapter == nullptr && takes_bucketed_path(name)) {
-          kernel = torch::CppFunction::makeFromBoxedFunction<&growing_kernel<&runs_over_capacity>>();
-        }
-      }
+      PrepareFn prepare = adapter != nullptr ? adapter->prepare : nullptr;
+      OverCapacityFn over_capacity = adapter != nullptr ? adapter->over_capacity : growth_path(name, full);
+      auto kernel = prepare == nullptr && over_capacity == nullptr
+                        ? torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>()
+                        : torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweredOpKernel>(prepare, over_capacity));
       lib->impl(full.c_str(), std::move(kernel));
       registered.push_back(full);
     }
@@ -202,8 +178,7 @@ int64_t plan_cache_evictions() { return plans().evictions(); }
 
 void clear_plan_cache() {
   plans().clear();
-  std::lock_guard<std::mutex> lock(g_plans_mu);
-  g_last_key.clear();
+  recompiles().clear();
 }
 
 }  // namespace tpu::engine

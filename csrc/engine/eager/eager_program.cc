@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/call/program_binding.h"
 #include "engine/device/dtypes.h"
 #include "engine/eager/op_adapters.h"
 #include "hlo/runtime_size.h"
@@ -132,26 +133,6 @@ class Assembler {
 };
 
 }  // namespace
-
-program::StorageSlot slot_of(const StorageRef& st, int binding) {
-  program::StorageSlot slot;
-  slot.binding = binding;
-  slot.dtype = st.dtype;
-  slot.layout = program::Layout{st.buffer->dims};
-  slot.unwritten = st.unwritten;
-  slot.sharding = st.buffer->sharding;
-  return slot;
-}
-
-program::View view_of(const TensorRef& t, int offset_binding) {
-  program::View v;
-  v.sizes = t.tensor.sizes().vec();
-  v.strides = t.tensor.strides().vec();
-  v.dtype = to_hlo(t.tensor.scalar_type());
-  v.access = t.access;
-  v.offset_binding = t.has_offset ? offset_binding : -1;
-  return v;
-}
 
 program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                     size_t num_args, const OpCall& call, const OpOutputs& outputs,

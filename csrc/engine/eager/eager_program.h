@@ -6,17 +6,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
-#include "engine/eager/op_call.h"
+#include "engine/call/op_call.h"
 #include "engine/eager/op_outputs.h"
 #include "lowering/registry.h"
 #include "program/program.h"
 
 namespace tpu::engine {
-
-// The Program slot of a bound storage, and the Program view of a bound tensor (its offset a
-// runtime parameter with binding `offset_binding` when it has one). Shared with the graph driver.
-program::StorageSlot slot_of(const StorageRef& storage, int binding);
-program::View view_of(const TensorRef& tensor, int offset_binding);
 
 program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                     size_t num_args, const OpCall& call, const OpOutputs& outputs,

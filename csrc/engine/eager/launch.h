@@ -1,12 +1,12 @@
-// launch: binds a Plan's parameters from an OpCall, executes, and routes the results by the
-// plan's result layout (new tensors, written storages, device assertions), then leaves the
-// op's returns on the stack.
+// launch: runs a Plan's module for an OpCall (call/compiled_module.h binds, executes and routes
+// written storages and device assertions), wraps the new tensors, and leaves the op's returns
+// on the stack.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
-#include "engine/eager/op_call.h"
+#include "engine/call/op_call.h"
 #include "engine/eager/plan.h"
 
 namespace tpu::engine {

@@ -196,21 +196,42 @@ void resize_arange_out(const c10::OperatorHandle& op, torch::jit::Stack* stack, 
 }
 
 const OpAdapter* find_adapter(const c10::OperatorName& name) {
-  static const OpAdapter cpu_indices{&move_cpu_indices, false};
-  static const OpAdapter index{&move_cpu_indices, false, false, nullptr, nullptr, nullptr, &index_over_capacity};
-  static const OpAdapter same_dtype_out{&check_out_dtype_is_self_dtype, false};
-  static const OpAdapter random_bits{nullptr, true};
-  static const OpAdapter optimizer{nullptr, false, true, nullptr, nullptr, &fused_optimizer_meta};
-  static const OpAdapter batch_norm{nullptr, false, false, &batch_norm_running_stats};
-  static const OpAdapter threshold_grad{nullptr, false, false, nullptr, &promoted_grad_and_self};
-  static const OpAdapter softmax_grad{nullptr, false, false, nullptr, &softmax_grad_dtype};
-  static const OpAdapter self_typed_grad{nullptr, false, false, nullptr, &self_dtype};
-  static const OpAdapter float8_fill{&check_float8_fill_values, false};
-  static const OpAdapter pad{&check_float8_fill_values, false, false, nullptr, nullptr, nullptr, &pad_over_capacity};
-  static const OpAdapter fft{nullptr, false, false, nullptr, nullptr, &fft_out_meta};
-  static const OpAdapter arange{&resize_arange_out, false, false, nullptr, nullptr, nullptr, &arange_over_capacity};
-  static const OpAdapter scaled_mm{nullptr, false, false, nullptr, nullptr, &scaled_mm_meta};
-  static const OpAdapter scaled_mm_v2{nullptr, false, false, nullptr, nullptr, &scaled_mm_v2_meta};
+  // Each adapter names the fields it sets (OpAdapter's are all optional).
+  static const OpAdapter cpu_indices = [] { OpAdapter a; a.prepare = &move_cpu_indices; return a; }();
+  static const OpAdapter index = [] {
+    OpAdapter a;
+    a.prepare = &move_cpu_indices;
+    a.over_capacity = &index_over_capacity;
+    return a;
+  }();
+  static const OpAdapter same_dtype_out = [] { OpAdapter a; a.prepare = &check_out_dtype_is_self_dtype; return a; }();
+  static const OpAdapter random_bits = [] { OpAdapter a; a.draws_random_bits = true; return a; }();
+  static const OpAdapter optimizer = [] {
+    OpAdapter a;
+    a.runtime_floats = true;
+    a.meta = &fused_optimizer_meta;
+    return a;
+  }();
+  static const OpAdapter batch_norm = [] { OpAdapter a; a.unannotated_writes = &batch_norm_running_stats; return a; }();
+  static const OpAdapter threshold_grad = [] { OpAdapter a; a.result_dtype = &promoted_grad_and_self; return a; }();
+  static const OpAdapter softmax_grad = [] { OpAdapter a; a.result_dtype = &softmax_grad_dtype; return a; }();
+  static const OpAdapter self_typed_grad = [] { OpAdapter a; a.result_dtype = &self_dtype; return a; }();
+  static const OpAdapter float8_fill = [] { OpAdapter a; a.prepare = &check_float8_fill_values; return a; }();
+  static const OpAdapter pad = [] {
+    OpAdapter a;
+    a.prepare = &check_float8_fill_values;
+    a.over_capacity = &pad_over_capacity;
+    return a;
+  }();
+  static const OpAdapter fft = [] { OpAdapter a; a.meta = &fft_out_meta; return a; }();
+  static const OpAdapter arange = [] {
+    OpAdapter a;
+    a.prepare = &resize_arange_out;
+    a.over_capacity = &arange_over_capacity;
+    return a;
+  }();
+  static const OpAdapter scaled_mm = [] { OpAdapter a; a.meta = &scaled_mm_meta; return a; }();
+  static const OpAdapter scaled_mm_v2 = [] { OpAdapter a; a.meta = &scaled_mm_v2_meta; return a; }();
   static const std::map<std::string, const OpAdapter*> table{
       {"aten::index", &index},
       {"aten::index_put", &cpu_indices},
@@ -245,6 +266,11 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;
+}
+
+bool takes_runtime_floats(const c10::OperatorHandle& op) {
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  return adapter != nullptr && adapter->runtime_floats;
 }
 
 }  // namespace tpu::engine

@@ -37,6 +37,8 @@ struct OpAdapter {
 
 // The adapter of an ATen op ("index_put_"), or nullptr.
 const OpAdapter* find_adapter(const c10::OperatorName& name);
+// Whether the op's adapter makes its `float` arguments runtime values (read_op_call).
+bool takes_runtime_floats(const c10::OperatorHandle& op);
 
 // Index tensors (`Tensor?[] indices` of index/index_put) may live on the CPU, as PyTorch
 // allows for CUDA: they are copied to the indexed tensor's device. A CPU boolean mask becomes

@@ -1,13 +1,13 @@
 #include "engine/eager/op_outputs.h"
 
 #include <ATen/Functions.h>
-#include <ATen/native/TypeProperties.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/Exceptions.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "engine/call/promotion.h"
 #include "engine/device/dtypes.h"
 #include "engine/eager/cpu_dtype_checks.h"
 #include "engine/eager/op_adapters.h"
@@ -75,30 +75,17 @@ bool is_write_arg(const c10::Argument& a) { return a.alias_info() && a.alias_inf
 // torch.result_type of the inputs: every tensor and Scalar argument except out= tensors
 // (in-place ops' self is both input and output and takes part).
 DType promoted_dtype(const c10::FunctionSchema& schema, const OpCall& call) {
-  at::native::ResultTypeState state;
-  bool any = false;
-  try {
-    for (const TensorRef& t : call.tensors) {
-      const c10::Argument& a = schema.arguments()[t.arg];
-      if (is_write_arg(a) && a.kwarg_only()) continue;
-      state = at::native::update_result_type_state(t.tensor, state);
-      any = true;
-    }
-    for (const ScalarRef& s : call.scalars) {
-      if (s.from_cpu_tensor || s.runtime_size) continue;  // a tensor above / not an operand
-      state = at::native::update_result_type_state(s.value, state);
-      any = true;
-    }
-  } catch (const c10::Error&) {
-    // float8 with another type (copy_ of float32 into float8): PyTorch promotes neither way;
-    // the meta kernel raises where the op needs a common type, the rules use their result types.
-    for (const TensorRef& t : call.tensors) {
-      if (at::isFloat8Type(t.tensor.scalar_type())) return DType::F32;
-    }
-    throw;
+  Promotion promotion;
+  for (const TensorRef& t : call.tensors) {
+    const c10::Argument& a = schema.arguments()[t.arg];
+    if (is_write_arg(a) && a.kwarg_only()) continue;
+    promotion.add(t.tensor);
   }
-  c10::ScalarType t = any ? at::native::result_type(state) : c10::kFloat;
-  return is_supported(t) ? to_hlo(t) : DType::F32;
+  for (const ScalarRef& s : call.scalars) {
+    if (s.from_cpu_tensor || s.runtime_size) continue;  // a tensor above / not an operand
+    promotion.add(s.value);
+  }
+  return promotion.result();
 }
 
 // In-place ops write their result into self: like the CPU's TensorIterator, refuse a result type

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/eager/op_call.h"
+#include "engine/call/op_call.h"
 
 namespace tpu::engine {
 

@@ -1,7 +1,5 @@
 #include "engine/eager/plan.h"
 
-#include "engine/compile/executable_cache.h"
-#include "engine/device/runtime.h"
 #include "engine/eager/eager_program.h"
 #include "lowering/registry.h"
 
@@ -31,7 +29,7 @@ bool touches_float8(const OpCall& call, const OpOutputs& outputs) {
 std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                  size_t num_args, const OpCall& call, const std::string& rule_name) {
   auto plan = std::make_shared<Plan>();
-  plan->op_name = op_label(op);
+  plan->module.label = op_label(op);
   plan->outputs = op_outputs(op, stack, num_args, call);
   // PyTorch's CPU kernels implement few ops for float8 and raise for the rest: only the rules
   // that move, convert or multiply float8 values take them; other calls run there.
@@ -40,22 +38,9 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   }
   const lowering::Rule* rule = lowering::find_rule(rule_name);
   TORCH_INTERNAL_ASSERT(rule != nullptr, "no lowering rule ", rule_name);
-  program::Module module;
-  try {
-    module = assemble_op_program(op, stack, num_args, call, plan->outputs, *rule, plan->op_name);
-  } catch (const program::ProgramError& e) {
-    TORCH_CHECK(false, e.what());
-  }
-  plan->params = std::move(module.params);
-  plan->results = std::move(module.results);
-  pjrt::CompileOptions options;
-  options.device_assignment = {runtime().client().devices().at(call.device).id};
-  try {
-    plan->exe = get_or_compile(module.text, options, plan->op_name, &plan->aot);
-  } catch (const pjrt::PjrtError& e) {
-    TORCH_CHECK(false, plan->op_name, ": the PJRT plugin rejected the lowered module: ", e.what(),
-                "\n--- module ---\n", module.text);
-  }
+  compile_module(plan->module,
+                 assemble_op_program(op, stack, num_args, call, plan->outputs, *rule, plan->module.label),
+                 call.device, /*keep_text=*/false);
   return plan;
 }
 

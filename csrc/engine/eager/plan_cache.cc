@@ -16,7 +16,7 @@ constexpr size_t kMinPlansKept = 16;         // mappings held elsewhere must not
 void PlanCache::evict_oldest(size_t n, std::vector<std::shared_ptr<Plan>>* out) {
   for (; n > 0 && !order_.empty(); --n) {
     Entry& last = order_.back();
-    evicted_runs_[last.second->op_name] += last.second->runs;
+    evicted_runs_[last.second->module.label] += last.second->module.runs;
     out->push_back(std::move(last.second));
     index_.erase(last.first);
     order_.pop_back();
@@ -88,7 +88,7 @@ int64_t PlanCache::evictions() const {
 std::map<std::string, int64_t> PlanCache::runs_by_op() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, int64_t> runs = evicted_runs_;
-  for (const Entry& e : order_) runs[e.second->op_name] += e.second->runs;
+  for (const Entry& e : order_) runs[e.second->module.label] += e.second->module.runs;
   return runs;
 }
 

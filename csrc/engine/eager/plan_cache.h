@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/eager/op_call.h"
+#include "engine/call/op_call.h"
 #include "engine/eager/plan.h"
 
 namespace tpu::engine {

@@ -13,25 +13,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/call/compiled_module.h"
+#include "engine/call/op_call.h"
 #include "engine/compile/aot_result.h"
-#include "engine/eager/op_call.h"
 #include "engine/graph/graph_spec.h"
-#include "pjrt/executable.h"
-#include "program/program.h"
 
 namespace tpu::engine::graph {
-
-struct GraphPlan {
-  std::shared_ptr<pjrt::Executable> exe;
-  std::shared_ptr<const AotResult> aot;
-  std::vector<program::Param> params;
-  std::vector<program::Result> results;
-  std::string module_text;
-};
 
 class GraphExecutable {
  public:
   explicit GraphExecutable(GraphSpec spec);
+  ~GraphExecutable();
 
   // Runs the graph; None outputs come back as undefined tensors.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
@@ -48,14 +40,13 @@ class GraphExecutable {
  private:
   OpCall bind(const std::vector<at::Tensor>& inputs) const;
   bool writes_input(size_t i) const;  // a node copies into graph input i (a donated write-back)
-  std::shared_ptr<GraphPlan> plan_for(const OpCall& call);
+  std::shared_ptr<CompiledModule> plan_for(const OpCall& call);
 
   GraphSpec spec_;
   int random_nodes_ = 0;
   mutable std::mutex mu_;
-  std::unordered_map<std::vector<int64_t>, std::shared_ptr<GraphPlan>, VecHash> plans_;
-  std::vector<std::string> last_inputs_;  // the latest signature's inputs, in words
-  std::shared_ptr<GraphPlan> last_plan_;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<CompiledModule>, VecHash> plans_;
+  std::shared_ptr<CompiledModule> last_plan_;
   int64_t compiles_ = 0, runs_ = 0;
 };
 

@@ -1,10 +1,10 @@
 #include "engine/graph/graph_program.h"
 
 #include <ATen/Functions.h>
-#include <ATen/native/TypeProperties.h>
 
+#include "engine/call/program_binding.h"
+#include "engine/call/promotion.h"
 #include "engine/device/dtypes.h"
-#include "engine/eager/eager_program.h"
 #include "hlo/ops.h"
 #include "lowering/registry.h"
 
@@ -31,29 +31,22 @@ bool touches_float8(const GraphSpec& spec, const Node& node) {
 // torch.result_type of a node's tensor and Scalar operands, as the eager engine computes it.
 DType promoted_dtype(const GraphSpec& spec, const Node& node) {
   if (touches_float8(spec, node)) return DType::F32;  // PyTorch promotes no float8 type; rules use result types
-  at::native::ResultTypeState state;
-  bool any = false;
-  auto add_ref = [&](int id) {
-    if (id < 0) return;
-    const ValueMeta& m = spec.values.at(id);
-    at::Tensor meta = at::empty(m.sizes, at::TensorOptions().dtype(to_torch(m.dtype)).device(c10::kMeta));
-    state = at::native::update_result_type_state(meta, state);
-    any = true;
-  };
+  Promotion promotion;
   for (const NodeArg& a : node.args) {
     if (a.kind == NodeArg::Kind::Ref || a.kind == NodeArg::Kind::RefList) {
-      for (int id : a.refs) add_ref(id);
+      for (int id : a.refs) {
+        if (id < 0) continue;
+        const ValueMeta& m = spec.values.at(id);
+        promotion.add(at::empty(m.sizes, at::TensorOptions().dtype(to_torch(m.dtype)).device(c10::kMeta)));
+      }
     } else if (a.kind == NodeArg::Kind::Number || a.kind == NodeArg::Kind::NumberList) {
       for (const Number& n : a.numbers) {
-        c10::Scalar s = n.kind == Number::Kind::Bool ? c10::Scalar(n.i != 0)
-                        : n.kind == Number::Kind::Int ? c10::Scalar(n.i) : c10::Scalar(n.d);
-        state = at::native::update_result_type_state(s, state);
-        any = true;
+        promotion.add(n.kind == Number::Kind::Bool ? c10::Scalar(n.i != 0)
+                      : n.kind == Number::Kind::Int ? c10::Scalar(n.i) : c10::Scalar(n.d));
       }
     }
   }
-  c10::ScalarType t = any ? at::native::result_type(state) : c10::kFloat;
-  return is_supported(t) ? to_hlo(t) : DType::F32;
+  return promotion.result();
 }
 
 // A Python number as a 0-d constant, typed like the eager engine types a runtime Scalar.

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "engine/eager/op_call.h"
+#include "engine/call/op_call.h"
 #include "engine/graph/graph_spec.h"
 #include "program/program.h"
 

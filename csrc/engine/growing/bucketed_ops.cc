@@ -25,10 +25,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/call/lowered_kernel.h"
+#include "engine/call/runtime_sizes.h"
 #include "engine/compile/metrics.h"
 #include "engine/device/storage.h"
-#include "engine/eager/boxed_kernel.h"
-#include "engine/eager/runtime_sizes.h"
 #include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
@@ -295,7 +295,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   int64_t compiles_before = metrics().compiles.load();
   try {
     RuntimeSizeScope scope(std::move(sizes));
-    run_op(op, stack);
+    run_lowered(op, stack);
   } catch (const c10::Error&) {
     // The rule refused the capacities (operands that only agree at the true sizes, which the
     // meta kernel does not check) or the compiler's dynamic padder refused the module: calls like

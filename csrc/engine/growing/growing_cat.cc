@@ -9,8 +9,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "engine/call/lowered_kernel.h"
 #include "engine/device/storage.h"
-#include "engine/eager/boxed_kernel.h"
 #include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
@@ -93,7 +93,7 @@ std::optional<at::Tensor> first_update_of_padded(const std::vector<at::Tensor>& 
   return as_padded_prefix(whole, s->dim, s->length);
 }
 
-void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   if (growing_dims_enabled()) {
     const c10::IValue& list = (*stack)[stack->size() - 2];
     std::vector<at::Tensor> ts = list.isTensorList() ? list.toTensorVector() : std::vector<at::Tensor>{};
@@ -118,13 +118,13 @@ void cat_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       if (runs_over_capacity(op, stack)) return;
       if (append_shaped) {
         // An ordinary cat; its result remembers the append so that a next one pads.
-        boxed_kernel(op, ks, stack);
+        run_lowered(op, stack);
         storage_buffer(stack->back().toTensor()).appended_along = static_cast<int8_t>(dim + 1);
         return;
       }
     }
   }
-  boxed_kernel(op, ks, stack);
+  run_lowered(op, stack);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

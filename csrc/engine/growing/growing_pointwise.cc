@@ -16,8 +16,8 @@
 #include <array>
 #include <mutex>
 
+#include "engine/call/lowered_kernel.h"
 #include "engine/device/storage.h"
-#include "engine/eager/boxed_kernel.h"
 #include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
@@ -65,7 +65,7 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
     at::Tensor t = v.toTensor();
     if (std::optional<Spare> g = spare_rows(t)) v = whole_capacity(t, g->dim, g->capacity);
   }
-  run_op(op, stack);
+  run_lowered(op, stack);
   at::Tensor result = stack->back().toTensor();
   TORCH_INTERNAL_ASSERT(result.dim() == rank && result.size(grows->dim) == grows->capacity,
                         op.schema().name(), " over capacity: result ", result.sizes());
@@ -73,7 +73,7 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   return true;
 }
 
-// Registered for sum, all and any (default overloads) only (boxed_kernel.cc).
+// Registered for sum, all and any (default overloads) only (engine/eager/boxed_kernel.cc).
 bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t num_args = op.schema().arguments().size();
   c10::IValue& self_value = (*stack)[stack->size() - num_args];
@@ -84,7 +84,7 @@ bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   at::Tensor identity = at::scalar_tensor(op.schema().name() == "aten::all" ? 1 : 0, self.options());
   self_value = at::where(rows_below(s->capacity, s->length, s->dim, self.dim(), self),
                          whole_capacity(self, s->dim, s->capacity), identity);
-  run_op(op, stack);
+  run_lowered(op, stack);
   return true;
 }
 

@@ -1,4 +1,4 @@
-#include "engine/eager/runtime_sizes.h"
+#include "engine/call/runtime_sizes.h"
 
 namespace tpu::engine {
 namespace {

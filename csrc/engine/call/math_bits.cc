@@ -1,4 +1,4 @@
-#include "engine/eager/math_bits.h"
+#include "engine/call/math_bits.h"
 
 #include <ATen/Functions.h>
 

@@ -1,4 +1,4 @@
-// OpCall: one pass over a boxed call's IValues yields everything the eager engine needs:
+// OpCall: one pass over a boxed call's IValues yields everything a driver needs:
 // the cache key, the runtime bindings (storages, offsets, scalars, generator) and, per schema
 // argument, where its values are (ArgRef) so a miss can hand the rule normalised arguments
 // without walking the stack a second time.
@@ -76,16 +76,14 @@ struct MathBitsSet {};
 
 // Reads the last `num_args` IValues; throws lowering::NotLowerable for argument kinds the
 // engine does not lower (the caller then falls back to the CPU), MathBitsSet as above.
-OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args);
+// `float` arguments are part of the key unless takes_runtime_floats(op) says the op takes them
+// as runtime values (a fused optimizer's lr).
+OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args,
+                    bool (*takes_runtime_floats)(const c10::OperatorHandle&));
 
 // Adds tensor `t` (argument `arg`, list element `elem` or -1) to the call: its storage (once),
 // its view and their key entries. `op` names the op in errors; null for a compiled graph's inputs.
 void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t, int arg, int elem);
-
-// Why `key` missed the cache when `previous` (same op) did not: "argument 1 (other): shape
-// [2, 8] -> [2, 9] (dim 1)". Empty if the keys are equal.
-std::string describe_key_change(const c10::FunctionSchema& schema, const std::vector<int64_t>& previous,
-                                const std::vector<int64_t>& key);
 
 // `Scalar` operands are runtime values (a learning rate must not force a recompile).
 bool is_scalar_arg(const c10::Argument& a);
