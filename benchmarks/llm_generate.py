@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_llm_"))
@@ -27,6 +26,9 @@ import transformers  # noqa: E402
 
 import torch_tpu  # noqa: E402
 import torch_tpu.aot  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402
 
 PROMPT, NEW = 32, 32
 
@@ -72,11 +74,6 @@ def load_memory(path, device_map):
     return (r["peak_kb"] - r["base_kb"]) / 1024
 
 
-def sync(device):
-    if device == "tpu":
-        torch.tpu.synchronize()
-
-
 def generate(model, ids, n, cache):
     kwargs = {"cache_implementation": "static"} if cache == "static" else {}
     return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
@@ -86,20 +83,11 @@ def generate(model, ids, n, cache):
 def measure(model, ids, device, cache):
     """First call (s, compiles), then warm prefill tokens/s and decode tokens/s, v6e us/token."""
     compiles = torch_tpu._C._cache_stats()["compiles"]
-    start = time.perf_counter()
-    first_out = generate(model, ids, NEW, cache)
-    sync(device)
-    first = time.perf_counter() - start
+    first_out, first = timing.timed(lambda: generate(model, ids, NEW, cache), device)
     first_compiles = torch_tpu._C._cache_stats()["compiles"] - compiles
-    start = time.perf_counter()
-    generate(model, ids, 1, cache)
-    sync(device)
-    prefill = time.perf_counter() - start
+    _, prefill = timing.timed(lambda: generate(model, ids, 1, cache), device)
     before = torch_tpu.aot.stats()
-    start = time.perf_counter()
-    out = generate(model, ids, NEW, cache)
-    sync(device)
-    total = time.perf_counter() - start
+    out, total = timing.timed(lambda: generate(model, ids, NEW, cache), device)
     after = torch_tpu.aot.stats()
     v6e = None
     if device == "tpu" and after["topology"] and not after["error"]:

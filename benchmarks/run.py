@@ -4,8 +4,8 @@ Run: `make bench` (or .venv/bin/python benchmarks/run.py). Prints a table with r
 On this project's CI hosts the `tpu` device is XLA:CPU, so ratios compare two CPU backends.
 """
 import os
+import sys
 import tempfile
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_cache_"))
@@ -13,50 +13,35 @@ os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_
 import torch
 import torch_tpu
 
-
-def per_call(fn, sync, iters):
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / iters
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import interleaved, steady  # noqa: E402
 
 
-def tpu_sync():
-    torch.tpu.synchronize()
-
-
-def cpu_sync():
-    pass
+def per_call(tpu_fn, cpu_fn, iters):
+    """Steady seconds per call of the tpu and the CPU variant, timed interleaved (timing.py)."""
+    samples = interleaved({"tpu": (tpu_fn, "tpu"), "cpu": (cpu_fn, "cpu")}, iters)
+    return steady(samples["tpu"]), steady(samples["cpu"])
 
 
 def main():
     rows = []
     a_cpu = torch.randn(8)
     a_tpu = a_cpu.to("tpu")
-    n = 20000
-    t_cpu = per_call(lambda: a_cpu.add(1.0), cpu_sync, n)
-    t_async = per_call(lambda: a_tpu.add(1.0), lambda: None, n)
-    torch.tpu.synchronize()
-    t_sync = per_call(lambda: a_tpu.add(1.0).cpu(), cpu_sync, 2000)
-    t_cpu_sync = per_call(lambda: a_cpu.add(1.0).clone(), cpu_sync, 2000)
+    t_async, t_cpu = per_call(lambda: a_tpu.add(1.0), lambda: a_cpu.add(1.0), 20000)
+    t_sync, t_cpu_sync = per_call(lambda: a_tpu.add(1.0).cpu(), lambda: a_cpu.add(1.0).clone(), 2000)
     rows.append(("tiny op host time (async), us", t_async * 1e6, t_cpu * 1e6))
     rows.append(("tiny op + read back (synced), us", t_sync * 1e6, t_cpu_sync * 1e6))
 
     big_cpu = torch.randn(4096, 4096)
     big_tpu = big_cpu.to("tpu")
-    t_cpu = per_call(lambda: big_cpu.mul(1.5).add_(2.0), cpu_sync, 10)
-    t_tpu = per_call(lambda: big_tpu.mul(1.5).add_(2.0), tpu_sync, 10)
+    t_tpu, t_cpu = per_call(lambda: big_tpu.mul(1.5).add_(2.0), lambda: big_cpu.mul(1.5).add_(2.0), 10)
     gb = 2 * 2 * big_cpu.numel() * 4 / 1e9
     rows.append(("large elementwise (16M f32), GB/s", gb / t_tpu, gb / t_cpu))
 
     m_cpu = torch.randn(1024, 1024)
     m_tpu = m_cpu.to("tpu")
     if "mm" in torch_tpu._C._lowering_rules():
-        t_cpu = per_call(lambda: m_cpu @ m_cpu, cpu_sync, 10)
-        t_tpu = per_call(lambda: m_tpu @ m_tpu, tpu_sync, 10)
+        t_tpu, t_cpu = per_call(lambda: m_tpu @ m_tpu, lambda: m_cpu @ m_cpu, 10)
         flops = 2 * 1024 ** 3
         rows.append(("matmul 1024^3 f32, GFLOP/s", flops / t_tpu / 1e9, flops / t_cpu / 1e9))
 

@@ -15,6 +15,14 @@ def sync(device):
         torch.tpu.synchronize()
 
 
+def timed(fn, device):
+    """(fn's result, seconds of this one call with the device synchronized after it)."""
+    start = time.perf_counter()
+    result = fn()
+    sync(device)
+    return result, time.perf_counter() - start
+
+
 def first_call(fn, device):
     """Seconds of the first call (tracing, compiling), then one more call to warm caches."""
     start = time.perf_counter()

@@ -19,6 +19,15 @@ def executables_built():
     return stats["compiles"] + stats["disk_hits"]
 
 
+def rand(*shape, dtype=torch.float32, seed=0):
+    """Seeded inputs of `shape`: standard normal values (integers in [-20, 20) for integer dtypes),
+    the same on every run and host; the seed is offset by the extents so that two shapes differ."""
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(*shape, generator=g).to(dtype)
+    return torch.randint(-20, 20, shape, generator=g, dtype=dtype)
+
+
 def close(a, b, dtype=None, **kw):
     """assert_close of a tpu result (or tuple of them) against the CPU result; bf16/fp16 loose."""
     if isinstance(a, (tuple, list)):

@@ -13,9 +13,7 @@ import torch.nn as nn
 import torch_tpu
 from torch_tpu.compile import CompileError, stats
 
-from helpers import executables_built
-
-DEV = "tpu"
+from helpers import DEV, executables_built
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-DEV = "tpu"
+from helpers import DEV
 
 
 def raises_like_cpu(f, *xs):

@@ -15,7 +15,8 @@ import torch_tpu
 
 from cpu_loops import either, scalar_loop, vector_loop
 
-DEV = "tpu"
+from helpers import DEV
+
 NAN, INF = float("nan"), float("inf")
 FLOATS = [torch.float32, torch.bfloat16, torch.float64]
 

@@ -4,14 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV
+from helpers import DEV, rand
 
 NAN, INF = float("nan"), float("inf")
-
-
-def rand(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
 
 
 def run(f, x, device, grad):

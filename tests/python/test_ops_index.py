@@ -6,7 +6,7 @@ import torch
 import torch_tpu
 import torch.nn.functional as F
 
-DEV = "tpu"
+from helpers import DEV
 
 
 # Every test here must run without a CPU fallback (fixture in conftest.py).

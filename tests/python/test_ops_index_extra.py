@@ -6,17 +6,10 @@ import pytest
 import torch
 import torch._dynamo
 
-from helpers import DEV, check, fallbacks
+from helpers import check, DEV, fallbacks, rand
 
 NAN, INF = float("nan"), float("inf")
 warnings.filterwarnings("ignore", message="index_reduce")
-
-
-def rand(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    if dtype.is_floating_point:
-        return torch.randn(*shape, generator=g).to(dtype)
-    return torch.randint(-20, 20, shape, generator=g, dtype=dtype)
 
 
 def raises_like_cpu(f, *xs):

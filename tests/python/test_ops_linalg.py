@@ -2,9 +2,7 @@ import pytest
 import torch
 import torch_tpu
 import torch.nn.functional as F
-from helpers import executables_built
-
-DEV = "tpu"
+from helpers import DEV, executables_built
 
 
 def tol(dtype):

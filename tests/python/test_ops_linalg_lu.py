@@ -4,12 +4,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from helpers import DEV, fallbacks
-
-
-def rand(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
+from helpers import DEV, fallbacks, rand
 
 
 def well_conditioned(*shape, dtype=torch.float32, seed=0):

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 import torch_tpu
 
-DEV = "tpu"
+from helpers import DEV
+
 NAN, INF = float("nan"), float("inf")
 
 

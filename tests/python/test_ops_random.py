@@ -3,7 +3,8 @@ import torch
 
 import torch_tpu
 
-DEV = "tpu"
+from helpers import DEV
+
 N = 10000
 
 

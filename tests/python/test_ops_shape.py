@@ -2,9 +2,8 @@ import pytest
 import torch
 import torch_tpu
 import torch.nn.functional as F
-from helpers import executables_built
+from helpers import DEV, executables_built
 
-DEV = "tpu"
 DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.bool]
 
 

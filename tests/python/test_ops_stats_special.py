@@ -3,15 +3,10 @@ _assert_async and _efficientzerotensor on tpu against PyTorch on the CPU."""
 import pytest
 import torch
 
-from helpers import DEV
+from helpers import DEV, rand
 
 NAN, INF = float("nan"), float("inf")
 SPECIAL = [0.5, 1.0, 0.0, -0.0, INF, -INF, NAN, 3.7, -2.0, 25.0, 1e-3, 1e4, 2.5e-7, 7.0, 0.25]
-
-
-def rand(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
 
 
 def close(got, want, **kw):

@@ -5,14 +5,9 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from helpers import DEV, fallbacks
+from helpers import DEV, fallbacks, rand
 
 NAN, INF = float("nan"), float("inf")
-
-
-def rand(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
 
 
 def check_grad(f, x, grad=True, **kw):

@@ -3,9 +3,7 @@ import copy
 import pytest
 import torch
 import torch_tpu
-from helpers import executables_built
-
-DEV = "tpu"
+from helpers import DEV, executables_built
 
 
 def base_name(op):

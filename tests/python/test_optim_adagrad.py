@@ -6,9 +6,7 @@ import pytest
 import torch
 import torch_tpu
 
-from helpers import fallbacks
-
-DEV = "tpu"
+from helpers import DEV, fallbacks
 
 
 def make_model():

@@ -14,9 +14,9 @@ import torch.nn.functional as F
 
 import torch_tpu
 
-transformers = pytest.importorskip("transformers")
+from helpers import DEV
 
-DEV = "tpu"
+transformers = pytest.importorskip("transformers")
 
 
 def resnet18():
