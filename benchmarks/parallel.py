@@ -12,13 +12,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import transformers
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import timing  # noqa: E402
 
 
 def build_checkpoint(directory, quick):
@@ -36,9 +37,9 @@ def cpu_row(directory, tokens):
     ids = torch.tensor([[1, 5, 9, 33, 2, 7, 11, 13]])
     mask = torch.ones_like(ids)
     model.generate(ids, attention_mask=mask, max_new_tokens=tokens, do_sample=False)
-    start = time.perf_counter()
-    out = model.generate(ids, attention_mask=mask, max_new_tokens=tokens, do_sample=False)
-    return tokens / (time.perf_counter() - start), out[0].tolist()
+    out, seconds = timing.timed(lambda: model.generate(ids, attention_mask=mask, max_new_tokens=tokens,
+                                                       do_sample=False), "cpu")
+    return tokens / seconds, out[0].tolist()
 
 
 def tpu_row(directory, tokens, world):

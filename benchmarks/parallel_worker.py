@@ -2,7 +2,6 @@
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 
@@ -13,15 +12,20 @@ from torch.distributed.tensor import DTensor  # noqa: E402
 
 import torch_tpu  # noqa: E402
 
+import timing  # noqa: E402  (benchmarks/timing.py: this script's folder is on sys.path)
+
 path, new_tokens = sys.argv[1], int(sys.argv[2])
 dist.init_process_group("tpu_dist")  # Transformers would too, except at world size 1
-start = time.perf_counter()
-if dist.get_world_size() == 1:  # Transformers leaves a tp_plan model of one rank on the CPU
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu", dtype=torch.float32)
-else:
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, tp_plan="auto", dtype=torch.float32)
+
+
+def load():
+    if dist.get_world_size() == 1:  # Transformers leaves a tp_plan model of one rank on the CPU
+        return transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu", dtype=torch.float32)
+    return transformers.AutoModelForCausalLM.from_pretrained(path, tp_plan="auto", dtype=torch.float32)
+
+
+model, load_s = timing.timed(load, "tpu")
 assert model.device.type == "tpu", model.device
-load_s = time.perf_counter() - start
 full = sum(p.numel() * p.element_size() for p in model.parameters())
 local = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes for p in model.parameters())
 ids = torch.tensor([[1, 5, 9, 33, 2, 7, 11, 13]], device=model.device)
@@ -34,9 +38,7 @@ def generate():
 
 generate()  # compiles
 before = torch_tpu.distributed.transport_bytes()
-start = time.perf_counter()
-out = generate()
-decode_s = time.perf_counter() - start
+out, decode_s = timing.timed(generate, "tpu")
 after = torch_tpu.distributed.transport_bytes()
 peak_rss_kb = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
 if dist.get_rank() == 0:

@@ -20,7 +20,6 @@ import importlib.util
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_projection_"))
@@ -33,6 +32,9 @@ from diffusers.utils import logging as diffusers_logging  # noqa: E402
 
 import torch_tpu  # noqa: E402
 from torch_tpu.compile import stats  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402
 
 FULL_BLOCKS = 60  # Qwen/Qwen-Image transformer/config.json (the class's defaults)
 CHIPS = 4  # the seed's v6e-4
@@ -56,10 +58,8 @@ def graph_estimate(blocks, size, text_tokens):
     torch._dynamo.reset()
     stats.executables.clear()
     compiled = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
-    start = time.perf_counter()
     with torch.no_grad():
-        compiled(**args).sample.cpu()
-    wall = time.perf_counter() - start
+        _, wall = timing.timed(lambda: compiled(**args).sample.cpu(), "tpu")
     found = [exe.last_aot() for exe in stats.executables if exe.last_aot()]
     if not found or not all(a["accepted"] for a in found):
         raise RuntimeError(f"libtpu did not accept the {blocks}-block graph: {[a['message'] for a in found]}")

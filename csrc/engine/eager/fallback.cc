@@ -8,7 +8,7 @@
 #include <set>
 
 #include "engine/compile/metrics.h"
-#include "engine/eager/fallback_guards.h"
+#include "engine/eager/op_adapters.h"
 
 namespace tpu::engine {
 

@@ -1,4 +1,6 @@
 #include "engine/eager/op_adapters.h"
+
+#include "engine/eager/fallback_guards.h"
 #include "engine/growing/growing_dims.h"
 
 #include <ATen/ATen.h>
@@ -206,10 +208,18 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   }();
   static const OpAdapter same_dtype_out = [] { OpAdapter a; a.prepare = &check_out_dtype_is_self_dtype; return a; }();
   static const OpAdapter random_bits = [] { OpAdapter a; a.draws_random_bits = true; return a; }();
-  static const OpAdapter optimizer = [] {
+  static const OpAdapter adam = [] {
     OpAdapter a;
     a.runtime_floats = true;
     a.meta = &fused_optimizer_meta;
+    a.before_cpu_fallback = &check_adam_state_shapes;
+    return a;
+  }();
+  static const OpAdapter sgd_adagrad = [] {
+    OpAdapter a;
+    a.runtime_floats = true;
+    a.meta = &fused_optimizer_meta;
+    a.before_cpu_fallback = &check_sgd_adagrad_state_shapes;
     return a;
   }();
   static const OpAdapter batch_norm = [] { OpAdapter a; a.unannotated_writes = &batch_norm_running_stats; return a; }();
@@ -223,7 +233,18 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
     a.over_capacity = &pad_over_capacity;
     return a;
   }();
-  static const OpAdapter fft = [] { OpAdapter a; a.meta = &fft_out_meta; return a; }();
+  static const OpAdapter fft = [] {
+    OpAdapter a;
+    a.meta = &fft_out_meta;
+    a.before_cpu_fallback = &check_fft_out_dtype;
+    return a;
+  }();
+  static const OpAdapter weight_norm = [] { OpAdapter a; a.before_cpu_fallback = &check_weight_norm_g; return a; }();
+  static const OpAdapter embedding_grad = [] {
+    OpAdapter a;
+    a.before_cpu_fallback = &check_embedding_backward_indices;
+    return a;
+  }();
   static const OpAdapter arange = [] {
     OpAdapter a;
     a.prepare = &resize_arange_out;
@@ -239,14 +260,16 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::_index_put_impl", &cpu_indices},
       {"aten::_index_put_impl_", &cpu_indices},
       {"aten::native_dropout", &random_bits},
-      {"aten::_fused_adam", &optimizer},
-      {"aten::_fused_adam_", &optimizer},
-      {"aten::_fused_adamw", &optimizer},
-      {"aten::_fused_adamw_", &optimizer},
-      {"aten::_fused_sgd", &optimizer},
-      {"aten::_fused_sgd_", &optimizer},
-      {"aten::_fused_adagrad", &optimizer},
-      {"aten::_fused_adagrad_", &optimizer},
+      {"aten::_fused_adam", &adam},
+      {"aten::_fused_adam_", &adam},
+      {"aten::_fused_adamw", &adam},
+      {"aten::_fused_adamw_", &adam},
+      {"aten::_fused_sgd", &sgd_adagrad},
+      {"aten::_fused_sgd_", &sgd_adagrad},
+      {"aten::_fused_adagrad", &sgd_adagrad},
+      {"aten::_fused_adagrad_", &sgd_adagrad},
+      {"aten::_weight_norm_interface", &weight_norm},
+      {"aten::embedding_dense_backward", &embedding_grad},
       {"aten::native_batch_norm", &batch_norm},
       {"aten::_native_batch_norm_legit", &batch_norm},
       {"aten::threshold_backward", &threshold_grad},
@@ -266,6 +289,11 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;
+}
+
+void check_before_cpu_fallback(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  if (adapter != nullptr && adapter->before_cpu_fallback != nullptr) adapter->before_cpu_fallback(op, stack);
 }
 
 bool takes_runtime_floats(const c10::OperatorHandle& op) {

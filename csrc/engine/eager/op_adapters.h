@@ -1,4 +1,7 @@
-// Per-op argument quirks, as a table instead of branches in the generic path.
+// Per-op quirks, one table entry per op with named fields (argument preparation, random bits,
+// runtime floats, unannotated writes, result dtypes, meta kernels, the growing-dim path, the
+// CPU fallback's guard) instead of branches in the generic path. The table lives in the engine,
+// not beside the rules, because lowering/ is torch-free and these are ATen-level facts.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -33,12 +36,17 @@ struct OpAdapter {
   // Runs the call over the whole capacity of a growing argument (engine/growing), after
   // `prepare`; returns false to leave the call to the rule.
   OverCapacityFn over_capacity = nullptr;
+  // Checks made before the op runs on the CPU fallback, whose kernel trusts its arguments and
+  // would touch memory it does not own (fallback_guards.h); raises the user's error.
+  void (*before_cpu_fallback)(const c10::OperatorHandle&, const torch::jit::Stack&) = nullptr;
 };
 
 // The adapter of an ATen op ("index_put_"), or nullptr.
 const OpAdapter* find_adapter(const c10::OperatorName& name);
 // Whether the op's adapter makes its `float` arguments runtime values (read_op_call).
 bool takes_runtime_floats(const c10::OperatorHandle& op);
+// Runs the op's before_cpu_fallback guard, if it has one.
+void check_before_cpu_fallback(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 
 // Index tensors (`Tensor?[] indices` of index/index_put) may live on the CPU, as PyTorch
 // allows for CUDA: they are copied to the indexed tensor's device. A CPU boolean mask becomes
