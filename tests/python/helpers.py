@@ -19,13 +19,15 @@ def executables_built():
     return stats["compiles"] + stats["disk_hits"]
 
 
-def rand(*shape, dtype=torch.float32, seed=0):
-    """Seeded inputs of `shape`: standard normal values (integers in [-20, 20) for integer dtypes),
-    the same on every run and host; the seed is offset by the extents so that two shapes differ."""
+def rand(*shape, dtype=torch.float32, seed=0, low=-20, high=20):
+    """Seeded inputs of `shape`, the same on every run and host (the seed is offset by the
+    extents, so two shapes differ): standard normal values, integers in [low, high), or bools."""
     g = torch.Generator().manual_seed(seed + sum(shape))
+    if dtype == torch.bool:
+        return torch.rand(*shape, generator=g) > 0.5
     if dtype.is_floating_point or dtype.is_complex:
         return torch.randn(*shape, generator=g).to(dtype)
-    return torch.randint(-20, 20, shape, generator=g, dtype=dtype)
+    return torch.randint(low, high, shape, generator=g, dtype=dtype)
 
 
 def close(a, b, dtype=None, **kw):
