@@ -52,7 +52,7 @@ demo: setup
 quickstart: setup
 	TORCH_TPU_AOT_CHECK=$(AOT_TOPOLOGY) $(PY) examples/quickstart.py
 
-test: setup test-cpp test-python test-cpu-isa test-aot-slice test-oldest-plugin
+test: setup test-cpp test-python test-cpu-isa test-aot-slice test-oldest-plugin test-accelerator-dry
 
 test-cpp: $(STAMP)
 	@if [ -f /usr/include/gtest/gtest.h ]; then \
@@ -106,6 +106,16 @@ test-aot: setup
 # plugin we support (PJRT 0.81) so syntax drift shows up here.
 test-oldest-plugin: setup
 	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PY) -m pytest -q $(SLICE)
+
+# tools/accelerator_check.sh's steps on the plugin under `tpu` here, tiny sizes (the real run
+# needs the GPU machine: docs/accelerator.md).
+test-accelerator-dry: setup
+	OUT=$$(mktemp -d) PYTHON=$(PY) bash tools/accelerator_check.sh --dry-run
+
+# The extension compiled and linked against torch 2.11's headers and libraries (a downloaded
+# wheel, never imported): the oldest release supported (docs/accelerator.md).
+check-torch-2.11: setup
+	bash tools/check_torch_release.sh 2.11.0
 
 test-oldest-plugin-full: setup
 	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PY) -m pytest -q $(OP_SUITE)

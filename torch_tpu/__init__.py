@@ -32,7 +32,8 @@ __version__ = "0.1.0"
 
 _plugin = _discovery.find_plugin()
 if _plugin is not None:
-    _C._configure(_plugin.path, _plugin.kind, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "1")))
+    _C._configure(_plugin.path, _plugin.kind, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "1")),
+                  _discovery.gpu_memory_fraction())
 
 # AOT check (docs/tpu_aot.md): also compile every module with libtpu for a TPU topology.
 # Configured here, loaded on first compile; pointless (and a second libtpu) on a TPU VM.

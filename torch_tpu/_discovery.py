@@ -1,6 +1,7 @@
 """Which PJRT plugin runs under the `tpu` device (docs/ARCHITECTURE.md, "Plugin selection").
 
-Order: TORCH_TPU_PJRT_PLUGIN=/path.so; libtpu when a TPU chip is on the PCI bus (never loaded
+Order: TORCH_TPU_PJRT_PLUGIN=/path.so (or =cuda: JAX's CUDA PJRT plugin wheel, the closest device
+with its own memory that is not a TPU); libtpu when a TPU chip is on the PCI bus (never loaded
 otherwise: it can hang querying cloud metadata); else the XLA CPU plugin. Under torchrun on a TPU
 VM each process is given one chip before libtpu loads (_tpu_host.py).
 """
@@ -21,10 +22,17 @@ CPU_PLUGINS = (
 )
 
 
+# JAX's CUDA PJRT plugin wheels (jax-cuda13-pjrt, jax-cuda12-pjrt), newest first.
+CUDA_PLUGINS = (
+    ("jax_plugins.xla_cuda13", "xla_cuda_plugin.so"),
+    ("jax_plugins.xla_cuda12", "xla_cuda_plugin.so"),
+)
+
+
 @dataclass
 class Plugin:
     path: str
-    kind: str  # "cpu", "tpu", "custom"
+    kind: str  # "cpu", "tpu", "cuda", "custom"
     reason: str
 
 
@@ -72,10 +80,40 @@ def cpu_plugin_path() -> str | None:
     return None
 
 
+def cuda_plugin_path() -> str | None:
+    for module, filename in CUDA_PLUGINS:
+        d = _module_dir(module)
+        if d is not None and (d / filename).is_file():
+            return str(d / filename)
+    return None
+
+
+def gpu_memory_fraction() -> float:
+    """TORCH_TPU_GPU_MEMORY_FRACTION: the share of GPU memory the CUDA plugin may grow to
+    (0 < f <= 1); 0 leaves the plugin's default."""
+    value = os.environ.get("TORCH_TPU_GPU_MEMORY_FRACTION", "")
+    if not value:
+        return 0.0
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = -1.0
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"TORCH_TPU_GPU_MEMORY_FRACTION must be a number in (0, 1], got {value!r}")
+    return fraction
+
+
 def find_plugin() -> Plugin | None:
     override = os.environ.get("TORCH_TPU_PJRT_PLUGIN")
+    if override == "cuda":
+        path = cuda_plugin_path()
+        if path is None:
+            raise RuntimeError("TORCH_TPU_PJRT_PLUGIN=cuda, but no CUDA PJRT plugin is installed "
+                               "(pip install jax-cuda13-pjrt, or give the plugin's path)")
+        return Plugin(path, "cuda", "TORCH_TPU_PJRT_PLUGIN=cuda")
     if override:
-        return Plugin(override, "custom", "TORCH_TPU_PJRT_PLUGIN")
+        kind = "cuda" if "xla_cuda" in override else "custom"  # xla_cuda13/xla_cuda_plugin.so
+        return Plugin(override, kind, "TORCH_TPU_PJRT_PLUGIN")
     chips = _tpu_host.tpu_chips()
     if chips:
         path = libtpu_path()

@@ -26,6 +26,10 @@ std::vector<abi::NamedValue> to_named_values(const std::vector<NamedOption>& opt
             v.type = abi::kBool;
             v.bool_value = x;
             v.value_size = 1;
+          } else if constexpr (std::is_same_v<T, float>) {
+            v.type = abi::kFloat;
+            v.float_value = x;
+            v.value_size = 1;
           } else {
             v.type = abi::kInt64List;
             v.int64_array_value = x.data();

@@ -12,7 +12,7 @@
 namespace tpu::pjrt {
 
 using NamedOption =
-    std::pair<std::string, std::variant<int64_t, std::string, bool, std::vector<int64_t>>>;
+    std::pair<std::string, std::variant<int64_t, std::string, bool, std::vector<int64_t>, float>>;
 
 // The ABI view of `options`; it points into `options`, which must outlive it.
 std::vector<abi::NamedValue> to_named_values(const std::vector<NamedOption>& options);

@@ -26,8 +26,15 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-tpu core (C++)";
   register_graph_bindings(m);
   register_distributed_bindings(m);
-  m.def("_configure", [](const std::string& path, const std::string& kind, int cpu_devices) {
-    configure_runtime({path, kind, cpu_devices});
+  m.def("_configure", [](const std::string& path, const std::string& kind, int cpu_devices, float gpu_memory_fraction) {
+    configure_runtime({path, kind, cpu_devices, gpu_memory_fraction});
+  });
+  m.def("_client_options", [](const std::string& kind, float gpu_memory_fraction) {
+    py::dict d;  // what the client of this plugin kind is created with (tests, troubleshooting)
+    for (const auto& [name, value] : client_options({"", kind, 1, gpu_memory_fraction})) {
+      std::visit([&](const auto& v) { d[py::str(name)] = v; }, value);
+    }
+    return d;
   });
   m.def("_register_kernels", &register_lowered_ops);
   m.def("_lowering_rules", &tpu::lowering::registered_ops);

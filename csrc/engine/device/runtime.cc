@@ -14,13 +14,23 @@ std::unique_ptr<Runtime> g_runtime;
 std::string g_init_error;
 }  // namespace
 
-Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
-  auto api = pjrt::Api::load(config.plugin_path);
+std::vector<pjrt::NamedOption> client_options(const RuntimeConfig& config) {
   std::vector<pjrt::NamedOption> options;
   if (config.plugin_kind == "cpu") {
     options.push_back({"cpu_device_count", static_cast<int64_t>(config.cpu_device_count)});
+  } else if (config.plugin_kind == "cuda") {
+    // XLA's GPU client preallocates 75-90% of the GPU by default, which would starve PyTorch's
+    // CUDA allocator in the same process: allocate on demand instead.
+    options.push_back({"preallocate", false});
+    options.push_back({"allocator", std::string("bfc")});
+    if (config.gpu_memory_fraction > 0) options.push_back({"memory_fraction", config.gpu_memory_fraction});
   }
-  client_ = std::make_unique<pjrt::Client>(api, options);
+  return options;
+}
+
+Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
+  auto api = pjrt::Api::load(config.plugin_path);
+  client_ = std::make_unique<pjrt::Client>(api, client_options(config));
   fingerprint_ = engine::plugin_fingerprint(client_->platform_name(), client_->platform_version(), *api);
 }
 

@@ -13,7 +13,15 @@ struct RuntimeConfig {
   std::string plugin_path;       // chosen by discovery (torch_tpu/_discovery.py + C++)
   std::string plugin_kind;       // "cpu", "tpu", "cuda", "custom"
   int cpu_device_count = 1;      // TORCH_TPU_CPU_DEVICES
+  // The CUDA plugin: the share of GPU memory its allocator may grow to (TORCH_TPU_GPU_MEMORY_FRACTION;
+  // <= 0: the plugin's default). It never preallocates, so PyTorch's own CUDA allocator keeps
+  // the rest.
+  float gpu_memory_fraction = 0;
 };
+
+// The PJRT client options for a plugin kind (only options that plugin accepts: the GPU plugin
+// rejects unknown names).
+std::vector<pjrt::NamedOption> client_options(const RuntimeConfig& config);
 
 class Runtime {
  public:

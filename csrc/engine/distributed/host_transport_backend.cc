@@ -21,7 +21,8 @@ void finish(const c10::intrusive_ptr<c10d::Work>& work) {
 // PREMUL_SUM (FSDP's gradient scaling) is a multiply before a SUM; the host backend gets SUM.
 c10d::ReduceOp scale_for_premul(const c10d::ReduceOp& op, std::vector<at::Tensor>& host) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return op;
-  auto* premul = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  // NCCLPreMulSumSupplement: the name in torch 2.11; 2.13 keeps it as an alias of PreMulSumSupplement.
+  auto* premul = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK(premul != nullptr, "tpu backend: PREMUL_SUM without a factor");
   for (at::Tensor& t : host) {
     if (premul->tensor_factor.defined()) {

@@ -3,6 +3,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
+#include "engine/torch_compat.h"
+
 namespace tpu::engine {
 namespace {
 
@@ -10,6 +12,9 @@ using at::Tensor;
 using at::Scalar;
 using at::ScalarType;
 using at::IntArrayRef;
+#if !TORCH_TPU_TORCH_AT_LEAST(2, 13)
+using at::DimnameList;  // torch < 2.13 lists named-tensor overloads in autocast's signature lists
+#endif
 using namespace at::autocast;
 
 #define TPU_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
