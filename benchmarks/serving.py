@@ -25,35 +25,36 @@ REQUESTS, NEW = 32, 8
 LENGTHS = (65, 100, 200, 300, 400, 512)
 
 CHILD = r"""
-import json, os, random, sys, time
+import json, os, random, sys
 import torch, transformers
 import torch_tpu, torch_tpu.aot
+sys.path.insert(0, os.environ["TORCH_TPU_BENCHMARKS"])
+import timing
 path, device, requests, new, lengths = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
 model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=device).eval()
 vocab = model.config.vocab_size
 rng = random.Random(0)
 def built():
     s = torch_tpu._C._cache_stats(); return s["compiles"] + s["disk_hits"]
-def sync():
-    if device == "tpu": torch.tpu.synchronize()
 times, compiles, outputs = [], [], []
 for i in range(requests):
     n = rng.randint(3, 400)
     ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(i))
-    before = built(); start = time.perf_counter()
+    before = built()
     with torch.no_grad():
-        out = model.generate(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device),
-                             max_new_tokens=new, min_new_tokens=new, do_sample=False)
-    outputs.append(out.cpu()[0, -new:].tolist())
-    times.append(time.perf_counter() - start); compiles.append(built() - before)
+        out, seconds = timing.timed(lambda: model.generate(
+            input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device), max_new_tokens=new,
+            min_new_tokens=new, do_sample=False).cpu(), device)
+    outputs.append(out[0, -new:].tolist())
+    times.append(seconds); compiles.append(built() - before)
 prefill = {}
 for n in lengths:
     ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(n))
     run = lambda: model(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device)).logits[:, -1].cpu()
     with torch.no_grad():
-        run(); sync()
+        timing.timed(run, device)
         before = torch_tpu.aot.stats()
-        best = min((lambda s: (run(), sync(), time.perf_counter() - s)[-1])(time.perf_counter()) for _ in range(5))
+        best = min(timing.timed(run, device)[1] for _ in range(5))
         after = torch_tpu.aot.stats()
     v6e = None
     if device == "tpu" and after["topology"] and not after["error"]:
@@ -64,7 +65,8 @@ print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs, prefill=p
 
 
 def run(path, device, bucketing, quick):
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing)
+    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
+               TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
     if device == "tpu" and importlib.util.find_spec("libtpu"):
         env.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
     requests = 12 if quick else REQUESTS
