@@ -134,6 +134,15 @@ def run_rows(name, rows):
     return results
 
 
+def table(header, results, cells):
+    """Markdown rows: one per result, `cells(result)` after its label, or the row's error."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, r in results.items():
+        row = [r["error"]] + [""] * (len(header) - 2) if "error" in r else [str(c) for c in cells(r)]
+        lines.append("| " + " | ".join([label] + row) + " |")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry-run", action="store_true", help="tiny shapes; CUDA rows only if a GPU is present")
@@ -162,27 +171,18 @@ def main():
                     ("cuda Inductor", lambda: step_row(model.to("cuda"), inputs, "cuda", True))]
     sd = run_rows("denoising step", sd_rows)
 
-    lines += ["| decode (bf16, batch 1) | tokens/s | launches/token | vs cuda eager |", "|---|---|---|---|"]
     base = llm.get("cuda eager, DynamicCache", {}).get("tokens/s")
-    for label, r in llm.items():
-        if "error" in r:
-            lines.append(f"| {label} | {r['error']} | | |")
-            continue
-        ratio = f"{r['tokens/s'] / base:.2f}x" if base else "-"
-        lines.append(f"| {label} | {r['tokens/s']:.1f} | {r.get('launches/token', '-')} | {ratio} |")
+    lines += table(["decode (bf16, batch 1)", "tokens/s", "launches/token", "vs cuda eager"], llm,
+                   lambda r: [f"{r['tokens/s']:.1f}", r.get("launches/token", "-"),
+                              f"{r['tokens/s'] / base:.2f}x" if base else "-"])
     ref = next((r["tokens"] for r in llm.values() if "tokens" in r), None)
     same = all(r.get("tokens") == ref for r in llm.values() if "tokens" in r)
     lines += [f"greedy tokens equal across rows: {same}", ""]
-    lines += ["| SD3.5-medium layout step | s/step | launches/step | host us/launch | vs cuda Inductor |",
-              "|---|---|---|---|---|"]
     base = sd.get("cuda Inductor", {}).get("s/step")
-    for label, r in sd.items():
-        if "error" in r:
-            lines.append(f"| {label} | {r['error']} | | | |")
-            continue
-        ratio = f"{base / r['s/step']:.2f}x" if base else "-"
-        host = f"{r['host us/launch']:.1f}" if "host us/launch" in r else "-"
-        lines.append(f"| {label} | {r['s/step']:.4f} | {r.get('launches/step', '-')} | {host} | {ratio} |")
+    lines += table(["SD3.5-medium layout step", "s/step", "launches/step", "host us/launch", "vs cuda Inductor"], sd,
+                   lambda r: [f"{r['s/step']:.4f}", r.get("launches/step", "-"),
+                              f"{r['host us/launch']:.1f}" if "host us/launch" in r else "-",
+                              f"{base / r['s/step']:.2f}x" if base else "-"])
     outs = [r["out"] for r in sd.values() if "out" in r]
     if len(outs) > 1:
         worst = max((o - outs[0]).abs().max().item() for o in outs[1:])
