@@ -4,7 +4,7 @@
 // Rules are registered under the functional names; the in-place variants (_foreach_add_.List,
 // returning () with one out_type per written list element) and the out= variants map to them.
 // Scalar and Scalar[] arguments are runtime values (Scalar[] arrives as a TensorList of 0-d
-// values, see walk_arguments in engine/boxed_kernel.cc), so a learning-rate schedule or Adam's
+// values, see read_op_call in engine/call/op_call.cc), so a learning-rate schedule or Adam's
 // per-step bias corrections never recompile.
 //
 // Element-wise math runs in the "opmath" type like PyTorch's CPU/CUDA kernels: f32 for

@@ -10,8 +10,8 @@
 //
 // Data-dependent shapes are not lowered here: a bool/byte tpu mask in index.Tensor (x[mask])
 // goes to the CPU fallback (a CPU mask is turned into coordinates on the host before the rule
-// runs, engine/boxed_kernel.cc); nonzero, masked_select and unique have explicit kernels
-// (engine/data_dependent.cc). index_put with one bool mask and a single value (x[mask] = v) has
+// runs, engine/eager/op_adapters.cc); nonzero, masked_select and unique have explicit kernels
+// (engine/eager/data_dependent.cc). index_put with one bool mask and a single value (x[mask] = v) has
 // a static shape and is lowered as a select.
 #include <algorithm>
 #include <numeric>
