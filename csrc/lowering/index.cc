@@ -34,9 +34,11 @@ int64_t numel(const std::vector<int64_t>& s) {
 void assert_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, int64_t size,
                      CheckKind kind = CheckKind::IndexError) {
   if (idx.type.numel() == 0) return;
-  Value low = compare(b, idx, scalar_like(b, static_cast<double>(lo), idx), Direction::LT);
-  Value high = compare(b, idx, scalar_like(b, static_cast<double>(hi), idx), Direction::GE);
-  Value bad = binary(b, Binary::Or, low, high);
+  // One unsigned comparison, (idx - lo) >= (hi - lo): the oldest CPU plugin (PJRT 0.81) folds
+  // signed comparisons of constant indices against a negative bound wrongly (x[zeros(1)] in a
+  // compiled graph "failed"), and this form needs no negative constant.
+  Value offset = bitcast_convert(b, sub(b, idx, scalar_like(b, static_cast<double>(lo), idx)), DType::U64);
+  Value bad = compare(b, offset, scalar_like(b, static_cast<double>(hi - lo), offset), Direction::GE);
   std::vector<int64_t> all(idx.rank());
   std::iota(all.begin(), all.end(), 0);
   b.assert_false(reduce(b, bad, all, "or"),

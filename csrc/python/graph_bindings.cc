@@ -2,7 +2,9 @@
 //
 // The spec arrives as plain Python data (torch_tpu/compile/graph_spec.py writes it):
 //   {"name": str, "values": [(scalar_type, sizes, strides)], "inputs": [id], "outputs": [id|-1],
-//    "nodes": [(target, rule, source, args, outputs, random, writes_first_arg)]}
+//    "nodes": [(target, rule, source, args, outputs, random, writes_first_arg)],
+//    "runtime_dims": [(value id, dim, length input's value id, offset)],  (optional)
+//    "static_operand_nodes": [node index]}  (optional)
 // with each argument a (kind, payload) pair; kinds are NodeArg::Kind's names in lower case.
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
@@ -102,6 +104,13 @@ GraphSpec to_spec(const py::dict& d) {
     node.writes_first_arg = t[6].cast<bool>();
     spec.nodes.push_back(std::move(node));
   }
+  if (d.contains("runtime_dims")) {
+    for (py::handle r : d["runtime_dims"].cast<py::list>()) {
+      auto t = r.cast<py::tuple>();
+      spec.runtime_dims.push_back({t[0].cast<int>(), t[1].cast<int64_t>(), t[2].cast<int>(), t[3].cast<int64_t>()});
+    }
+  }
+  if (d.contains("static_operand_nodes")) spec.static_operand_nodes = d["static_operand_nodes"].cast<std::vector<int>>();
   return spec;
 }
 

@@ -112,6 +112,20 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_mark_dynamic", &mark_dynamic);
+  // Compiled graphs per bucket (torch_tpu/compile/bucketed_graphs.py).
+  m.def("_bucket_for", &bucket_for);
+  m.def("_bucketing_enabled", []() { return bucketing_enabled() && growing_dims_enabled(); });
+  m.def("_bucketing_kind", &bucketing_kind);
+  m.def("_padded_capacity", [](const at::Tensor& t, int64_t dim) -> std::optional<int64_t> {
+    if (!t.defined() || !t.is_privateuseone() || dim < 0 || dim >= t.dim() || !storage_buffer(t).growable) {
+      return std::nullopt;
+    }
+    std::optional<Spare> s = spare_rows(t);
+    if (s && s->dim == dim) return s->capacity;
+    return std::nullopt;
+  });
+  m.def("_whole_capacity", &whole_capacity);
+  m.def("_as_padded_prefix", &as_padded_prefix);
   m.def("_fallback_counts", &fallback_counts);
   m.def("_fallback_counts_since_start", &fallback_counts_since_start);
   m.def("_op_counts", &plan_run_counts);

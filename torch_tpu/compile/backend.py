@@ -15,6 +15,7 @@ from . import graph_spec as _spec
 from . import stats as _stats
 from .compiled_graph import CompiledGraph, lift_constants
 from .fused_attention import DECOMPOSITIONS as FUSED_ATTENTION
+from .bucketed_graphs import BucketedGraph, Bucketing, NotBucketable, compare_traces
 from .dynamic_shapes import SpecializedPerShape, has_symbolic_shapes
 from .partition import split_unsupported
 
@@ -72,14 +73,17 @@ def _graph_label(gm):
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: dict, fullgraph: bool,
-                  label: str = ""):
-    """AOTAutograd's compiler for one forward, backward or inference graph."""
+                  label: str = "", bucketing: Bucketing = None):
+    """AOTAutograd's compiler for one forward, backward or inference graph (`bucketing`: an
+    inference graph traced at a bucket's capacity, compiled once for the bucket)."""
     constants = lift_constants(gm)
     _spec.lift_host_scalar_math(gm)
     name = f"compiled {kind} graph ({label or _graph_label(gm)})"
     try:
-        spec = _spec.graph_spec(gm, name, example_inputs)
+        spec = _spec.graph_spec(gm, name, example_inputs, bucketing)
     except _spec.Unsupported as e:
+        if bucketing is not None:
+            raise NotBucketable(f"an op without a lowering: {e.why}") from None
         node = e.node
         where = _spec.source_line(node) if node is not None else ""
         what = _spec.op_label(node.target) if node is not None and node.op == "call_function" else "graph"
@@ -94,7 +98,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
         return split_unsupported(gm, lambda sub, sub_name: compile_graph(sub, None, sub_name, options, True, label),
                                  kind)
     _stats.note_graph(kind)
-    return CompiledGraph(spec, constants, options, _spec.graph_device(gm))
+    return CompiledGraph(spec, constants, options, _spec.graph_device(gm),
+                         runtime_length=bucketing.length if bucketing else None)
 
 
 KNOWN_OPTIONS = {"dump_dir": "a folder; every compiled module is written there"}
@@ -123,6 +128,35 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=Non
                             inference_compiler=compiler("inference"), decompositions=decompositions,
                             keep_inference_input_mutations=True)(graph, inputs)
 
+    def aot_inference(graph, inputs, inference_compiler):
+        def needs_gradients(g, _inputs):
+            raise NotBucketable("the graph needs gradients")
+        try:
+            return aot_autograd(fw_compiler=needs_gradients, bw_compiler=needs_gradients,
+                                inference_compiler=inference_compiler, decompositions=decompositions,
+                                keep_inference_input_mutations=True)(graph, inputs)
+        except NotBucketable:
+            raise
+        except Exception as e:  # a trace that fails at a size the user did not call with
+            raise NotBucketable(f"tracing failed: {type(e).__name__}: {str(e)[:200]}") from None
+
+    def trace_inference(graph, inputs):
+        """The inference ATen graph AOTAutograd makes for `inputs` (compared, never run)."""
+        captured = []
+        aot_inference(graph, inputs, lambda g, _inputs: captured.append(g) or g)
+        return captured[0]
+
+    def compile_bucket(graph, capacity_inputs, true_graph, length, capacity):
+        made = []
+
+        def inference(g, example):
+            made.append(compare_traces(true_graph, g, length, capacity))
+            return compile_graph(g, example, "inference", options, True, label, bucketing=made[0])
+        fn = aot_inference(graph, capacity_inputs, inference)
+        _stats.note_bucketed_graph(capacity)
+        return fn, made[0]
+
     if has_symbolic_shapes(gm):
-        return SpecializedPerShape(gm, compile_static, label)
+        return SpecializedPerShape(gm, compile_static, label,
+                                   BucketedGraph.for_graph(gm, trace_inference, compile_bucket, label))
     return compile_static(gm, example_inputs)

@@ -31,7 +31,7 @@ def lift_constants(gm):
 class CompiledGraph:
     """The boxed callable AOTAutograd runs: one _C._GraphExecutable per graph."""
 
-    def __init__(self, spec, constants, options, device=None):
+    def __init__(self, spec, constants, options, device=None, runtime_length=None):
         self._boxed_call = True  # an instance attribute: functools.wraps copies it to wrappers
         self.executable = _C._GraphExecutable(spec)
         self.skipped = set(spec["skipped_inputs"])
@@ -40,6 +40,9 @@ class CompiledGraph:
         self.options = options
         self._device_constants = None
         self.device = device  # where the graph computes when no input is a tpu tensor
+        # A graph compiled per bucket (bucketed_graphs.py) takes the call's true length last, as a
+        # runtime scalar: a one-element list its BucketedGraph sets before each call.
+        self.runtime_length = runtime_length
 
     def _constants_on(self, device):
         if self._device_constants is None:
@@ -59,6 +62,8 @@ class CompiledGraph:
             # for device tensors) are copied to the device; 0-d ones are runtime scalars.
             inputs = [t.to(device) if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0 else t
                       for t in inputs]
+        if self.runtime_length is not None:
+            inputs.append(torch.tensor(self.runtime_length[0], dtype=torch.int64))
         compiles_before = self.executable.compiles
         outputs = self.executable.run(inputs)
         if self.executable.compiles != compiles_before:

@@ -1,13 +1,16 @@
 """Dynamic-shape graphs (dynamic=True, or Dynamo's automatic dynamic after a shape change).
 
-XLA compiles static shapes: the symbolic graph is traced and compiled once per distinct input
-shape at its first call, and Dynamo itself does not recompile (docs/compile.md).
+XLA compiles static shapes: a graph whose inputs vary in one size runs over that size's bucket
+where that is exact (bucketed_graphs.py); otherwise the symbolic graph is traced and compiled
+once per distinct input shape at its first call. Dynamo itself does not recompile
+(docs/compile.md).
 """
 import copy
 
 import torch
 import torch.fx
 
+from . import bucketed_graphs as _bucketed
 from . import stats as _stats
 
 
@@ -61,22 +64,37 @@ class SpecializedPerShape:
     XLA compiles static shapes, so each distinct input shape is traced and compiled once, at its
     first call, from the same dynamo graph; dynamo itself does not recompile."""
 
-    def __init__(self, gm, compile_static, label):
+    def __init__(self, gm, compile_static, label, bucketed=None):
         self.gm = gm
+        self.bucketed = bucketed  # the per-bucket path (bucketed_graphs.py), tried first
         self.compile_static = compile_static
         self.label = label
         self.compiled = {}
         self.last_key = None
         self.number_inputs = _number_inputs(gm)
+        self.with_numbers = {}  # number values -> graph
 
     def __call__(self, *args):
-        key = _input_key(args) + tuple(args[i].item() for i in self.number_inputs)
+        numbers = tuple(args[i].item() for i in self.number_inputs)
+        if self.bucketed is not None:
+            outputs = self.bucketed.call(args, numbers, lambda: self._graph_with(numbers, args))
+            if outputs is not _bucketed.NOT_TAKEN:
+                return outputs
+        key = _input_key(args) + numbers
         fn = self.compiled.get(key)
         if fn is None:
             if self.last_key is not None:
                 _stats.note_shape_specialization(self.label, self.last_key, key)
-            gm = _with_numbers(self.gm, self.number_inputs, args) if self.number_inputs else self.gm
-            fn = self.compile_static(gm, list(args))
+            fn = self.compile_static(self._graph_with(numbers, args), list(args))
             self.compiled[key] = fn
         self.last_key = key
         return fn(*args)
+
+    def _graph_with(self, numbers, args):
+        """The graph with its .item() reads of number inputs replaced by `numbers`."""
+        if not self.number_inputs:
+            return self.gm
+        gm = self.with_numbers.get(numbers)
+        if gm is None:
+            gm = self.with_numbers[numbers] = _with_numbers(self.gm, self.number_inputs, args)
+        return gm

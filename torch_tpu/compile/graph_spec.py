@@ -185,8 +185,10 @@ def _check_static(val, what):
 
 
 class SpecWriter:
-    def __init__(self, gm: torch.fx.GraphModule, name: str, example_inputs=None):
+    def __init__(self, gm: torch.fx.GraphModule, name: str, example_inputs=None, bucketing=None):
         self.gm = gm
+        self.bucketing = bucketing  # a graph compiled per bucket (bucketed_graphs.Bucketing)
+        self.node_index = {}  # fx.Node -> its position in self.nodes
         self.name = name
         self.example_inputs = example_inputs
         self.constants = {}   # fx.Node -> Python number (an int input of a graph specialised per shape)
@@ -269,6 +271,7 @@ class SpecWriter:
         else:
             outs = [self.new_value(val, f"output of {node.name}")]
             self.ids[node] = outs[0]
+        self.node_index[node] = len(self.nodes)
         self.nodes.append((op_label(target), rule_name(target), source_line(node), args, outs,
                            _is_random(target), _writes_first_arg(target)))
 
@@ -316,8 +319,27 @@ class SpecWriter:
                 if e.node is None:
                     e.node = node
                 raise
-        return {"name": self.name, "values": self.values, "inputs": inputs, "outputs": outputs,
+        spec = {"name": self.name, "values": self.values, "inputs": inputs, "outputs": outputs,
                 "nodes": self.nodes, "skipped_inputs": self.skipped, "constant_outputs": self.constant_outputs}
+        if self.bucketing is not None:
+            spec["runtime_dims"] = self.runtime_dim_entries(inputs)
+            spec["static_operand_nodes"] = sorted(self.node_index[n] for n in self.bucketing.static_operands
+                                                  if n in self.node_index)
+        return spec
+
+    def runtime_dim_entries(self, inputs):
+        """(value id, dim, length id, offset) of every padded dim; the length is the last input."""
+        length = len(self.values)
+        self.values.append((_C._scalar_type_index(torch.int64), [], []))
+        inputs.append(length)
+        entries = set()
+        for node, per_result in self.bucketing.padded.items():
+            if node.target is operator.getitem or node not in self.ids:
+                continue
+            ids = self.ids[node] if isinstance(self.ids[node], list) else [self.ids[node]]
+            for value, dims in zip(ids, per_result):
+                entries.update((value, d, length, k) for d, k in dims if value >= 0)
+        return sorted(entries)
 
 
 def graph_device(gm: torch.fx.GraphModule):
@@ -331,7 +353,9 @@ def graph_device(gm: torch.fx.GraphModule):
     return None
 
 
-def graph_spec(gm: torch.fx.GraphModule, name: str, example_inputs=None) -> dict:
+def graph_spec(gm: torch.fx.GraphModule, name: str, example_inputs=None, bucketing=None) -> dict:
     """The spec of `gm`; raises Unsupported naming the first node that cannot be lowered.
-    Number inputs with a concrete example value become constants ("skipped_inputs")."""
-    return SpecWriter(gm, name, example_inputs).write()
+    Number inputs with a concrete example value become constants ("skipped_inputs").
+    `bucketing` (bucketed_graphs.Bucketing) makes a graph compiled per bucket: its last input is
+    the true length."""
+    return SpecWriter(gm, name, example_inputs, bucketing).write()

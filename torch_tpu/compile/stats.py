@@ -78,6 +78,19 @@ def note_shape_specialization(label, old_key, new_key):
     _C._count_recompile(f"torch.compile graph ({label}), dynamic shapes specialised", reason)
 
 
+bucket_refusals = collections.Counter()  # reason -> dynamic graphs that kept the per-shape path
+bucketed_graphs = collections.Counter()  # capacity -> graphs compiled for that bucket
+
+
+def note_bucket_refusal(label, reason):
+    """A dynamic-shape graph that cannot run per bucket (bucketed_graphs.py): compiled per shape."""
+    bucket_refusals[f"{label}: {reason}"] += 1
+
+
+def note_bucketed_graph(capacity):
+    bucketed_graphs[capacity] += 1
+
+
 _dumped = 0
 
 
@@ -101,11 +114,13 @@ def reset():
     split_reasons.clear()
     collectives.clear()
     host_ops.clear()
+    bucket_refusals.clear()
+    bucketed_graphs.clear()
 
 
 def report_lines():
     """The torch.compile section of torch_tpu.metrics.report()."""
-    if not graphs and not executables:
+    if not graphs and not executables and not bucket_refusals:
         return []
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(graphs.items()))
     lines = [f"  torch.compile graphs   {sum(graphs.values())} ({kinds})"]
@@ -124,6 +139,13 @@ def report_lines():
                      "between compiled parts)")
         for op, n in collectives.most_common(4):
             lines.append(f"    {op:<40} {n}")
+    if bucketed_graphs:
+        buckets = ", ".join(f"{c} ({n})" for c, n in sorted(bucketed_graphs.items()))
+        lines.append(f"  graphs per bucket      {sum(bucketed_graphs.values())} (capacity (graphs): {buckets})")
+    if bucket_refusals:
+        lines.append(f"  dynamic graphs per shape {sum(bucket_refusals.values())} (not exact over a bucket; first reasons)")
+        for reason, n in bucket_refusals.most_common(3):
+            lines.append(f"    {reason[:150]}  x{n}")
     if host_ops:
         lines.append(f"  host ops in graphs     {sum(host_ops.values())} (nodes on CPU tensors, run on the CPU)")
     return lines

@@ -2,10 +2,14 @@
 
 #include <ATen/Functions.h>
 
+#include <map>
+#include <set>
+
 #include "engine/call/program_binding.h"
 #include "engine/call/promotion.h"
 #include "engine/device/dtypes.h"
 #include "hlo/ops.h"
+#include "hlo/runtime_size.h"
 #include "lowering/registry.h"
 
 namespace tpu::engine::graph {
@@ -71,7 +75,10 @@ std::string where(const Node& node, size_t index) {
 class GraphAssembler {
  public:
   GraphAssembler(const GraphSpec& spec, const OpCall& inputs)
-      : spec_(spec), inputs_(inputs), p_(spec.name), values_(spec.values.size()) {}
+      : spec_(spec), inputs_(inputs), p_(spec.name), values_(spec.values.size()) {
+    for (const RuntimeDim& r : spec.runtime_dims) runtime_dims_[r.value].push_back(r);
+    static_operand_nodes_.insert(spec.static_operand_nodes.begin(), spec.static_operand_nodes.end());
+  }
 
   program::Module run() {
     bind_inputs();
@@ -81,7 +88,7 @@ class GraphAssembler {
     for (size_t n = 0; n < spec_.nodes.size(); ++n) {
       const Node& node = spec_.nodes[n];
       try {
-        apply(node, node.random ? random_index++ : -1);
+        apply(node, node.random ? random_index++ : -1, static_operand_nodes_.count(static_cast<int>(n)) != 0);
       } catch (const lowering::NotLowerable& e) {
         throw lowering::NotLowerable(where(node, n) + ": " + e.what());
       } catch (const lowering::InvalidCall& e) {
@@ -98,7 +105,7 @@ class GraphAssembler {
       const ValueMeta& m = spec_.values[id];
       std::vector<int64_t> order = program::memory_order(m.sizes, m.strides);
       if (order.empty()) order = program::memory_order(m.sizes, program::row_major_strides(m.sizes));
-      p_.output(value(id), static_cast<int>(o), order, layout_policy());
+      p_.output(leaving(value(id)), static_cast<int>(o), order, layout_policy());
     }
     return p_.finish();
   }
@@ -119,6 +126,26 @@ class GraphAssembler {
       values_[spec_.inputs[i]] = v;
       input_of_value_[spec_.inputs[i]] = static_cast<int>(i);
     }
+    for (int id : spec_.inputs) mark_runtime_dims(id);
+  }
+
+  // A bucketed graph's value: each dim holding fewer rows than its capacity gets its runtime
+  // size, wherever the value came from (an input, a factory of the length, a slice), so every
+  // reduction and contraction over it masks the spare rows.
+  void mark_runtime_dims(int id) {
+    auto it = runtime_dims_.find(id);
+    if (it == runtime_dims_.end()) return;
+    hlo::Builder& b = p_.builder();
+    for (const RuntimeDim& r : it->second) {
+      Value rows = hlo::convert(b, value(r.length), DType::S32);
+      if (r.offset != 0) rows = hlo::add(b, rows, hlo::constant(b, static_cast<double>(r.offset), DType::S32));
+      values_[id] = hlo::with_runtime_size(b, value(id), r.dim, rows);
+    }
+  }
+
+  // What leaves a bucketed graph (an output, a write-back) as a static buffer.
+  Value leaving(Value v) {
+    return spec_.runtime_dims.empty() ? v : hlo::static_result(p_.builder(), v);
   }
 
   Value value(int id) const {
@@ -127,7 +154,9 @@ class GraphAssembler {
     return v;
   }
 
-  std::vector<Arg> rule_args(const Node& node, DType compute) {
+  // `static_operands`: tensor operands as static values (their runtime sizes reset to the capacity).
+  std::vector<Arg> rule_args(const Node& node, DType compute, bool static_operands) {
+    auto operand = [&](int id) { return static_operands ? hlo::static_result(p_.builder(), value(id)) : value(id); };
     using K = NodeArg::Kind;
     std::vector<Arg> args(node.args.size());
     for (size_t a = 0; a < node.args.size(); ++a) {
@@ -137,11 +166,11 @@ class GraphAssembler {
         case K::None: break;
         case K::Ref:
           arg.kind = Arg::Kind::Tensor;
-          arg.tensor = value(na.refs.at(0));
+          arg.tensor = operand(na.refs.at(0));
           break;
         case K::RefList:
           arg.kind = Arg::Kind::TensorList;
-          for (int id : na.refs) arg.tensors.push_back(id < 0 ? Value{} : value(id));
+          for (int id : na.refs) arg.tensors.push_back(id < 0 ? Value{} : operand(id));
           break;
         case K::Number:
           arg.kind = Arg::Kind::Tensor;
@@ -191,7 +220,7 @@ class GraphAssembler {
     return hlo::add(b, rng_base_, hlo::constant_i64_vector(b, {0, random_index}, DType::U64));
   }
 
-  void apply(const Node& node, int random_index) {
+  void apply(const Node& node, int random_index, bool static_operands) {
     const lowering::Rule* rule = lowering::find_rule(node.rule);
     if (rule == nullptr) throw lowering::NotLowerable("no lowering rule " + node.rule);
     // As in the eager engine (plan.cc): float8 values reach only the rules that move or convert
@@ -211,9 +240,12 @@ class GraphAssembler {
       out_types.push_back(program::Type(m.dtype, m.sizes));
     }
     Value key = random_index >= 0 ? node_key(random_index) : Value{};
-    std::vector<Value> results = p_.apply(*rule, rule_args(node, compute), out_types, compute, key);
+    std::vector<Value> results = p_.apply(*rule, rule_args(node, compute, static_operands), out_types, compute, key);
     for (size_t r = 0; r < results.size(); ++r) {
-      if (node.outputs[r] >= 0) values_[node.outputs[r]] = results[r];
+      if (node.outputs[r] >= 0) {
+        values_[node.outputs[r]] = results[r];
+        mark_runtime_dims(node.outputs[r]);
+      }
     }
     if (node.writes_first_arg && !results.empty()) write_first_arg(node, results[0]);
   }
@@ -227,7 +259,7 @@ class GraphAssembler {
     if (it == input_of_value_.end()) return;
     const TensorRef& t = inputs_.tensors.at(it->second);
     if (t.storage < 0) throw program::ProgramError("a graph writes into a CPU scalar input");
-    p_.write(slots_[t.storage], input_view(it->second), result);
+    p_.write(slots_[t.storage], input_view(it->second), leaving(result));
   }
 
   const GraphSpec& spec_;
@@ -236,6 +268,8 @@ class GraphAssembler {
   std::vector<int> slots_;
   std::vector<Value> values_;
   std::map<int, int> input_of_value_;
+  std::map<int, std::vector<RuntimeDim>> runtime_dims_;  // by value id
+  std::set<int> static_operand_nodes_;
   Value rng_base_;
 };
 

@@ -51,12 +51,26 @@ struct Node {
   bool writes_first_arg = false;  // in-place on its first argument (copy_ into a graph input)
 };
 
+// A dim of a value whose static extent is a bucket's capacity and whose true size is the value
+// of graph input `length` (a runtime integer scalar): a graph compiled once per bucket
+// (torch_tpu/compile/bucketed_graphs.py). XLA's dynamic padder masks the rows past the length.
+struct RuntimeDim {
+  int value = -1;
+  int64_t dim = 0;
+  int length = -1;  // value id of the length's graph input
+  int64_t offset = 0;  // the dim holds length + offset rows (a cat of one row before it: +1)
+};
+
 struct GraphSpec {
   std::string name;               // names the module (metrics, AOT check)
   std::vector<ValueMeta> values;  // by value id
   std::vector<int> inputs;        // value id of each graph input, in call order
   std::vector<Node> nodes;        // topological order
   std::vector<int> outputs;       // value id of each graph output; -1 for None
+  std::vector<RuntimeDim> runtime_dims;  // empty for a graph of static shapes
+  // Nodes whose operands enter as static values: a prefix scan over the capacity is exact
+  // without the runtime size, and the oldest plugin's padder gets the scan's slices wrong.
+  std::vector<int> static_operand_nodes;
 };
 
 }  // namespace tpu::engine::graph

@@ -223,6 +223,19 @@ void mark_dynamic(const at::Tensor& t, int64_t dim) {
 
 bool takes_bucketed_path(const c10::OperatorName& name) { return bucketed_ops().count(full_name(name)) != 0; }
 
+std::optional<std::string> bucketing_kind(const std::string& name) {
+  auto it = bucketed_ops().find(name);
+  if (it == bucketed_ops().end()) return std::nullopt;
+  switch (it->second) {
+    case Bucketing::Exact: return "exact";
+    case Bucketing::KeepsDim: return "keeps_dim";
+    case Bucketing::IndicesOnly: return "indices_only";
+    case Bucketing::Contiguous: return "contiguous";
+    case Bucketing::Prefix: return "prefix";
+  }
+  return std::nullopt;
+}
+
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled() || op.schema().is_mutable()) return false;
   size_t num_args = op.schema().arguments().size();

@@ -18,6 +18,7 @@
 
 #include <map>
 #include <optional>
+#include <string>
 
 namespace tpu::engine {
 
@@ -80,6 +81,10 @@ bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stac
 // runtime size that XLA masks with; for the ops takes_bucketed_path lists.
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool takes_bucketed_path(const c10::OperatorName& name);
+// How the op ("sum.dim_IntList") takes padded operands, as compiled graphs that run per bucket
+// read it (torch_tpu/compile/bucketed_graphs.py): "exact", "keeps_dim" (exact while the padded
+// dim survives in every result), "indices_only", "contiguous", "prefix"; nullopt: not listed.
+std::optional<std::string> bucketing_kind(const std::string& name);
 
 // Per capacity: calls run over it, the compiles they caused, and the rows they held (true rows
 // and capacity rows: the padding's share is 1 - rows / capacity_rows).

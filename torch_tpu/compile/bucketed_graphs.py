@@ -1,0 +1,459 @@
+"""Dynamic-shape graphs compiled once per bucket, not once per size (docs/bucketing.md).
+
+A graph whose inputs vary in one size (torch.compile(dynamic=True), torch._dynamo.mark_dynamic,
+or Dynamo's automatic dynamic after a shape change) is traced by AOTAutograd twice: at a size L
+below the bucket's capacity C and at C itself. Where the two ATen graphs differ only in dims
+that are L in one and C in the other (and in size arguments that say so), and every op that
+touches such a dim stays exact when the rows past L are padding (the ops the eager engine
+buckets, pointwise ops, views and factories), the capacity's graph is compiled once for the
+bucket with each such dim holding L rows at run time (GraphSpec.runtime_dims, XLA's dynamic
+padder: csrc/hlo/runtime_size.h). Its inputs are padded prefixes' whole storages (token ids
+copied from the host already are one) and its outputs become padded prefixes again.
+
+Anything else (a second varying size, a slice from the end, a mean over the dim, a scan, RNG,
+gradients) is refused with its reason and keeps the per-shape path (dynamic_shapes.py), so a
+result never changes, only the number of compiles.
+"""
+import operator
+
+import torch
+import torch.fx
+
+from .. import _C
+from . import graph_spec as _spec
+from . import stats as _stats
+
+
+class NotBucketable(Exception):
+    """Why a graph runs per shape instead of per bucket."""
+
+
+# Returned by BucketedGraph.call when the call keeps the per-shape path.
+NOT_TAKEN = object()
+
+
+# Where an op's integer arguments are sizes, by argument position: a size that is L + k in the
+# true trace may be C + k in the capacity's (a view to [1, L, 8, 64], arange(L), a slice's end).
+# Starts, indices and steps must be equal in both traces.
+_SIZE_ARGUMENTS = {"view": 1, "_unsafe_view": 1, "reshape": 1, "expand": 1, "slice": 3, "narrow": 3,
+                   "arange": 0, "arange.start": 1, "arange.start_step": 1, "full": 0, "zeros": 0, "ones": 0,
+                   "empty": 0, "empty.memory_format": 0, "new_zeros": 1, "new_ones": 1, "new_empty": 1,
+                   "new_full": 1}
+
+# Ops that move or make values without reading across rows: a padded dim passes through them
+# (the two traces' shapes say where it goes).
+_LAYOUT_OPS = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze",
+               "alias", "detach", "clone", "_to_copy", "lift_fresh_copy", "slice", "select", "arange", "full",
+               "zeros", "ones", "empty", "new_zeros", "new_ones", "new_empty", "new_full", "scalar_tensor",
+               "zeros_like", "ones_like", "full_like", "empty_like", "copy", "copy_"}
+
+
+def _base_and_full_name(target):
+    base = target._schema.name.split("::", 1)[1]
+    overload = target._overloadname
+    return base, base if overload == "default" else f"{base}.{overload}"
+
+
+def _flat(value):
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _flat(v)
+    else:
+        yield value
+
+
+def _arange_of(node):
+    """The arange(n) node `node` is, seen through layout ops and additions of 0 (a mask
+    function's kv_idx: arange(kv_length) + kv_offset), or None."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+        base, full = _base_and_full_name(node.target)
+        if full == "arange":
+            return node
+        if full in ("arange.start", "arange.start_step"):
+            step = node.args[2] if len(node.args) > 2 else 1
+            return node if node.args[0] == 0 and step == 1 else None
+        if base == "add" and len(node.args) == 2 and node.args[1] == 0 and not isinstance(node.args[1], bool):
+            node = node.args[0]
+            continue
+        if base not in ("view", "_unsafe_view", "reshape", "expand", "unsqueeze", "alias", "clone", "_to_copy",
+                        "permute", "squeeze"):
+            return None
+        node = node.args[0]
+    return None
+
+
+class _Comparison:
+    """The true-size and capacity traces walked side by side: which dims of which values hold
+    the padding, or NotBucketable naming the first node where the traces disagree otherwise.
+    A padded dim is (dim, offset): L + offset true rows of C + offset."""
+
+    def __init__(self, true_graph, capacity_graph, length, capacity):
+        self.length, self.capacity = length, capacity
+        self.true_nodes = list(true_graph.graph.nodes)
+        self.capacity_nodes = list(capacity_graph.graph.nodes)
+        self.partner = {}     # true node -> capacity node
+        self.padded = {}      # capacity node -> [padded (dim, offset)] per result
+        self.static_operands = set()  # capacity nodes whose operands enter static (scans)
+
+    def varies(self, a, b):
+        """The offset k when a = L + k and b = C + k, else None."""
+        k = a - self.length
+        return k if b - self.capacity == k and a > 0 else None
+
+    def padded_dims_of(self, true_val, cap_val, where):
+        if not isinstance(true_val, torch.Tensor):
+            if true_val != cap_val and not (true_val is None or cap_val is None):
+                raise NotBucketable(f"{where}: result {true_val!r} at the true size, {cap_val!r} at the capacity")
+            return []
+        if true_val.dim() != cap_val.dim():
+            raise NotBucketable(f"{where}: rank {true_val.dim()} vs {cap_val.dim()}")
+        dims = []
+        for d, (a, b) in enumerate(zip(true_val.shape, cap_val.shape)):
+            if a == b:
+                continue
+            k = self.varies(a, b)
+            if k is None:
+                raise NotBucketable(f"{where}: dim {d} is {a} at the true size and {b} at the capacity "
+                                    "(the varying size is mixed into another dim)")
+            dims.append((d, k))
+        return dims
+
+    def same_argument(self, a, b, sizes_allowed, where):
+        if isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node):
+            if self.partner.get(a) is not b:
+                raise NotBucketable(f"{where}: the traces' dataflow differs")
+            return
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            if len(a) != len(b):
+                raise NotBucketable(f"{where}: argument lists of different lengths")
+            for x, y in zip(a, b):
+                self.same_argument(x, y, sizes_allowed, where)
+            return
+        if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+            for key in a:
+                self.same_argument(a[key], b[key], False, where)
+            return
+        if type(a) is type(b) and (a == b or repr(a) == repr(b)):  # repr: NaN constants
+            return
+        if sizes_allowed and type(a) is int and type(b) is int and self.varies(a, b) is not None:
+            return
+        raise NotBucketable(f"{where}: argument {a!r} at the true size is {b!r} at the capacity "
+                            "(a value computed from the size, not a size)")
+
+    def run(self):
+        if len(self.true_nodes) != len(self.capacity_nodes):
+            raise NotBucketable("the traces at the true size and at the capacity differ in length")
+        for t, c in zip(self.true_nodes, self.capacity_nodes):
+            if t.op != c.op or t.target != c.target:
+                raise NotBucketable(f"the traces differ at {t.name} ({t.target} vs {c.target})")
+            self.partner[t] = c
+            if t.op == "placeholder":
+                self.padded[c] = [self.padded_dims_of(t.meta.get("val"), c.meta.get("val"), f"input {t.name}")]
+            elif t.op == "call_function":
+                self.check_node(t, c)
+            elif t.op == "output":
+                self.same_argument(t.args, c.args, False, "graph outputs")
+            elif t.op != "get_attr":
+                raise NotBucketable(f"FX node kind {t.op}")
+        return self.padded
+
+    def dims_of(self, arg):
+        """Padded (dim, offset)s of a single-result operand."""
+        if isinstance(arg, torch.fx.Node) and arg in self.padded and len(self.padded[arg]) == 1:
+            return self.padded[arg][0]
+        return []
+
+    def check_node(self, t, c):
+        where = f"{c.name} ({c.target})"
+        if c.target is operator.getitem:
+            source, index = c.args
+            self.padded[c] = [self.padded[source][index] if index < len(self.padded[source]) else []]
+            return
+        true_vals, cap_vals = t.meta.get("val"), c.meta.get("val")
+        if isinstance(true_vals, (list, tuple)) and len(true_vals) != len(cap_vals):
+            raise NotBucketable(f"{where}: {len(true_vals)} results at the true size, {len(cap_vals)} at the capacity")
+        pairs = zip(true_vals, cap_vals) if isinstance(true_vals, (list, tuple)) else [(true_vals, cap_vals)]
+        results = [self.padded_dims_of(a, b, where) for a, b in pairs]
+        self.padded[c] = results
+        if not isinstance(c.target, torch._ops.OpOverload):
+            self.same_argument((t.args, t.kwargs), (c.args, c.kwargs), False, where)
+            if any(results):
+                raise NotBucketable(f"{where}: not an ATen op")
+            return
+        base, full = _base_and_full_name(c.target)
+        sizes_at = _SIZE_ARGUMENTS.get(full, None if base == "arange" else _SIZE_ARGUMENTS.get(base))
+        if len(t.args) != len(c.args):
+            raise NotBucketable(f"{where}: argument counts differ")
+        for i, (a, b) in enumerate(zip(t.args, c.args)):
+            self.same_argument(a, b, i == sizes_at, where)
+        self.same_argument(t.kwargs, c.kwargs, False, where)
+        operands = [self.dims_of(a) for a in _flat(list(c.args) + list(c.kwargs.values()))
+                    if isinstance(a, torch.fx.Node)]
+        if not any(results) and not any(operands):
+            return  # nothing padded flows through this node
+        self.check_op(c, base, full, results, where)
+
+    def check_op(self, node, base, full, results, where):
+        target = node.target
+        source = self.dims_of(node.args[0]) if node.args else []
+        source_dims = {d for d, _ in source}
+        if _spec._is_random(target):
+            raise NotBucketable(f"{where}: draws random numbers (the CPU's stream depends on the true size)")
+        if base in ("slice", "select"):
+            rank = node.args[0].meta["val"].dim()
+            dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+            if dim in source_dims:
+                first = node.args[2] if len(node.args) > 2 else 0
+                if first is not None and first < 0:
+                    raise NotBucketable(f"{where}: indexes the varying dim from its end")
+                if base == "slice" and len(node.args) > 4 and node.args[4] != 1:
+                    raise NotBucketable(f"{where}: a strided slice of the varying dim")
+            return
+        if base in ("split", "split_with_sizes", "unbind", "chunk"):
+            rank = node.args[0].meta["val"].dim()
+            dim = (node.args[2 if base in ("split", "split_with_sizes", "chunk") else 1]
+                   if len(node.args) > (2 if base != "unbind" else 1) else 0) % rank
+            if dim in source_dims:
+                raise NotBucketable(f"{where}: splits the varying dim")
+            return
+        if base in _LAYOUT_OPS:
+            if base == "copy_" and source != self.dims_of(node.args[1]):
+                raise NotBucketable(f"{where}: copies between values padded differently")
+            return
+        if base.endswith("_"):
+            raise NotBucketable(f"{where}: writes in place")
+        if base == "cat":
+            # Along the varying dim only the last operand may be padded: its spare rows then
+            # come last, after every true row.
+            tensors = node.args[0]
+            rank = max(x.meta["val"].dim() for x in tensors)
+            dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+            if any(dim in {d for d, _ in self.dims_of(x)} for x in tensors[:-1]):
+                raise NotBucketable(f"{where}: concatenates after a padded operand along the varying dim")
+            return
+        if base == "index" and full == "index.Tensor":
+            # Exact where the index along a padded dim counts 0, 1, ... over at most the source's
+            # true rows (a mask function's kv_idx): then no true row reads a spare one, and an
+            # out-of-range index cannot be missed.
+            indices = node.args[1]
+            for d, k in source:
+                if d >= len(indices) or indices[d] is None:
+                    continue
+                arange = _arange_of(indices[d])
+                counts = self.dims_of(arange) if arange is not None else []
+                if len(counts) != 1 or counts[0][1] > k:
+                    raise NotBucketable(f"{where}: gathers from the varying dim at indices other than "
+                                        "0, 1, ... up to its true size")
+            return
+        if torch.Tag.pointwise in target.tags:
+            return
+        kind = _C._bucketing_kind(full)
+        if kind in ("exact", "contiguous"):
+            return
+        if kind == "prefix":  # a scan: exact over the capacity, run on static operands
+            self.static_operands.add(node)
+            return
+        if kind == "keeps_dim" and all(len(r) == len(source) for r in results):
+            return
+        if kind == "indices_only" and not source:
+            return  # a gather of padded indices from rows that are not padded
+        raise NotBucketable(f"{where}: not exact over padding along the varying dim"
+                            + (" (it reduces a count over it)" if kind == "keeps_dim" else ""))
+
+
+class Bucketing:
+    """What a capacity graph's compile needs (backend.compile_graph): the padded (dim, offset)s
+    per node, the nodes whose operands enter static, and a cell holding the call's true length."""
+
+    def __init__(self, padded, static_operands):
+        self.padded = padded
+        self.static_operands = static_operands
+        self.length = [0]
+
+
+def compare_traces(true_graph, capacity_graph, length, capacity):
+    """The Bucketing of the capacity trace; raises NotBucketable."""
+    comparison = _Comparison(true_graph, capacity_graph, length, capacity)
+    return Bucketing(comparison.run(), comparison.static_operands)
+
+
+def _symbol_of(size):
+    """The sympy symbol a SymInt is, or None for a compound expression or a number."""
+    if not isinstance(size, torch.SymInt):
+        return None
+    expr = size.node.expr
+    return expr if getattr(expr, "is_Symbol", False) else None
+
+
+def _free_symbols(size):
+    return set(size.node.expr.free_symbols) if isinstance(size, torch.SymInt) else set()
+
+
+class _Varying:
+    """Where one symbolic size appears: tensor input dims, int inputs, output dims."""
+
+    def __init__(self, tensor_dims, int_inputs, outputs):
+        self.tensor_dims = tensor_dims
+        self.int_inputs = int_inputs
+        self.outputs = outputs
+
+
+class BucketedGraph:
+    """The per-bucket path of one dynamic-shape Dynamo graph. dynamic=True makes every dim
+    symbolic; the size bucketed in a call is the one a padded prefix carries (token ids from the
+    host, torch_tpu.mark_dynamic), else the only one seen to change; the others are specialised
+    per value as before. None from `for_graph` when no size can be bucketed."""
+
+    @classmethod
+    def for_graph(cls, gm, trace, compile_bucket, label):
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        values = [n.meta.get("example_value", n.meta.get("val")) for n in placeholders]
+        symbols, compound = set(), set()
+        for v in values:
+            if isinstance(v, (torch.SymFloat, torch.SymBool)):
+                return None
+            sizes = list(v.shape) if isinstance(v, torch.Tensor) else [v] if isinstance(v, torch.SymInt) else []
+            for s in sizes:
+                sym = _symbol_of(s)
+                if sym is not None:
+                    symbols.add(sym)
+                else:
+                    compound |= _free_symbols(s)
+        output_values = [out.meta.get("example_value", out.meta.get("val")) if isinstance(out, torch.fx.Node) else out
+                         for out in _flat(next(n for n in gm.graph.nodes if n.op == "output").args[0])]
+        varying = {}
+        for symbol in symbols - compound:
+            tensor_dims = [(i, d) for i, v in enumerate(values) if isinstance(v, torch.Tensor)
+                           for d, s in enumerate(v.shape) if _symbol_of(s) == symbol]
+            int_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.SymInt) and _symbol_of(v) == symbol]
+            outputs, exact = [], bool(tensor_dims)
+            for value in output_values:
+                sizes = list(value.shape) if isinstance(value, torch.Tensor) else [value]
+                dims = [d for d, s in enumerate(sizes) if _symbol_of(s) == symbol]
+                # A compound size (2 * L) or a size the graph returns would read the capacity.
+                exact &= not any(symbol in _free_symbols(s) for d, s in enumerate(sizes)
+                                 if d not in dims or not isinstance(value, torch.Tensor))
+                outputs.append(dims if isinstance(value, torch.Tensor) else [])
+            if exact:
+                varying[symbol] = _Varying(tensor_dims, int_inputs, outputs)
+        return cls(varying, trace, compile_bucket, label) if varying else None
+
+    def __init__(self, varying, trace, compile_bucket, label):
+        self.varying = varying
+        self.trace = trace
+        self.compile_bucket = compile_bucket
+        self.label = label
+        self.first_values = None
+        self.changed = set()  # symbols seen with another value than at the first call
+        self.compiled = {}    # key -> (callable, Bucketing)
+        self.refused = {}     # key -> reason
+
+    @staticmethod
+    def _value(v, args):
+        lengths = {args[i].shape[d] for i, d in v.tensor_dims} | {int(args[i]) for i in v.int_inputs}
+        return lengths.pop() if len(lengths) == 1 else None
+
+    def _choose(self, args):
+        """The symbol bucketed in this call, and its size (None, None: none)."""
+        values = {sym: self._value(v, args) for sym, v in self.varying.items()}
+        if self.first_values is None:
+            self.first_values = values
+        self.changed |= {sym for sym, n in values.items() if n != self.first_values.get(sym)}
+        padded = {sym for sym, v in self.varying.items()
+                  if any(isinstance(args[i], torch.Tensor) and args[i].device.type == "tpu"
+                         and _C._padded_capacity(args[i], d) is not None for i, d in v.tensor_dims)}
+        chosen = padded if padded else self.changed
+        if len(chosen) != 1:
+            return None, None
+        sym = next(iter(chosen))
+        return (sym, values[sym]) if values[sym] is not None else (None, None)
+
+    @staticmethod
+    def _resized(v, args, size, capacity_of_storage):
+        """args with the varying size set to `size`: tensors widened to the whole capacity of
+        their padded storage (or padded by a copy) or narrowed to a true-size view."""
+        out = list(args)
+        for i in v.int_inputs:
+            out[i] = size
+        by_input = {}
+        for i, d in v.tensor_dims:
+            by_input.setdefault(i, []).append(d)
+        for i, dims in by_input.items():
+            t = args[i]
+            if all(t.shape[d] == size for d in dims):
+                continue
+            if all(t.shape[d] > size for d in dims):
+                for d in dims:
+                    t = t.narrow(d, 0, size)
+                out[i] = t
+                continue
+            if len(dims) == 1 and capacity_of_storage(t, dims[0]) == size:
+                out[i] = _C._whole_capacity(t, dims[0], size)
+                continue
+            pad = [0] * (2 * t.dim())
+            for d in dims:
+                pad[2 * (t.dim() - 1 - d) + 1] = size - t.shape[d]
+            out[i] = torch.constant_pad_nd(t, pad, 0)
+        return out
+
+    def _key(self, args):
+        return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type)
+                     if isinstance(a, torch.Tensor) else (type(a).__name__, a) for a in args)
+
+    def call(self, args, numbers=(), graph=None):
+        """The outputs of the bucket's graph for `args`, or NOT_TAKEN. `numbers`: the values of
+        the graph's .item() reads, `graph()` the Dynamo graph with them in place."""
+        if not _C._bucketing_enabled():
+            return NOT_TAKEN
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return NOT_TAKEN  # training graphs keep the per-shape path
+        symbol, length = self._choose(args)
+        if symbol is None or length < 2:
+            return NOT_TAKEN
+        v = self.varying[symbol]
+        capacity = _C._bucket_for(length)
+        capacity_args = self._resized(v, args, capacity, lambda t, d: _C._padded_capacity(t, d))
+        key = (str(symbol), numbers) + self._key(capacity_args)
+        entry = self.compiled.get(key)
+        if entry is None:
+            if key in self.refused:
+                return NOT_TAKEN
+            try:
+                entry = self._compile(graph(), v, args, length, capacity, capacity_args)
+            except NotBucketable as e:
+                self.refused[key] = str(e)
+                _stats.note_bucket_refusal(self.label, str(e))
+                return NOT_TAKEN
+            self.compiled[key] = entry
+        fn, bucketing = entry
+        bucketing.length[0] = length
+        outs = fn(*capacity_args)
+        return self._true_outputs(v, outs, length, capacity)
+
+    def _compile(self, gm, v, args, length, capacity, capacity_args):
+        # The true-size trace must differ from the capacity's: a length that is its bucket's own
+        # is compared at the bucket's largest smaller size.
+        probe = length if length < capacity else capacity - 1
+        if probe < 2 or _C._bucket_for(probe) != capacity:
+            raise NotBucketable(f"no smaller size shares the bucket of {capacity}")
+        true_graph = self.trace(gm, self._resized(v, args, probe, lambda t, d: None))
+        return self.compile_bucket(gm, capacity_args, true_graph, probe, capacity)
+
+    @staticmethod
+    def _true_outputs(v, outs, length, capacity):
+        if length == capacity:
+            return outs
+        flat = list(outs)
+        for i, dims in enumerate(v.outputs):
+            t = flat[i] if i < len(flat) else None
+            if not dims or not isinstance(t, torch.Tensor):
+                continue
+            whole = (len(dims) == 1 and t.storage_offset() == 0 and t.is_contiguous()
+                     and t.untyped_storage().nbytes() == t.numel() * t.element_size())
+            if whole and t.device.type == "tpu":
+                flat[i] = _C._as_padded_prefix(t, dims[0], length)
+            else:
+                for d in dims:
+                    t = t.narrow(d, 0, length)
+                flat[i] = t
+        return type(outs)(flat) if isinstance(outs, tuple) else flat
