@@ -7,6 +7,8 @@ import random
 import pytest
 import torch
 
+import torch_tpu
+
 from helpers import DEV, executables_built
 from test_bucketing import ids_of
 
@@ -42,3 +44,49 @@ def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(famil
         # length: 3 compiles while the cache is reused, 8 when it is reallocated (the exact path
         # compiled ~55 per new length).
         assert max(after_warm_up) <= 8, compiles
+
+
+@pytest.mark.parametrize("family", ["llama3", "qwen3", "gemma3", "gpt2"])
+def test_a_compiled_forward_over_ten_prompt_lengths_compiles_once_per_bucket(family, tmp_path_factory):
+    """torch.compile(model, dynamic=True): the prompt length is bucketed inside the graph
+    (torch_tpu/compile/bucketed_graphs.py), so ten lengths compile one graph per bucket."""
+    from torch_tpu.compile import stats
+
+    cpu_model, path = checkpoint(family, tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tpu", dynamic=True)
+    lengths = [5, 17, 33, 64, 100, 127, 128, 129, 200, 255]
+    graphs_before = sum(e.compiles for e in list(stats.executables))
+    for length in lengths:
+        ids = ids_of(length, seed=length)
+        mask = torch.ones_like(ids)
+        with torch.no_grad():
+            got = compiled(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), use_cache=False).logits
+            want = cpu_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        torch.testing.assert_close(got.cpu(), want, msg=lambda m: f"length {length}: {m}")
+    buckets = {torch_tpu._C._bucket_for(n) for n in lengths}
+    graphs = sum(e.compiles for e in list(stats.executables)) - graphs_before
+    assert graphs <= len(buckets), (graphs, dict(stats.bucket_refusals))
+
+
+def test_a_compiled_prefill_hands_its_cache_to_eager_decoding(tmp_path_factory):
+    """The KV cache a bucketed graph returns is a padded prefix: eager decode steps append into
+    its spare rows (growing dims) and stay token-exact."""
+    cpu_model, path = checkpoint("llama3", tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tpu", dynamic=True)
+    for length in (9, 41):
+        ids = ids_of(length, seed=length)
+        with torch.no_grad():
+            out = compiled(input_ids=ids.to(DEV), attention_mask=torch.ones_like(ids).to(DEV))
+            ref = cpu_model(input_ids=ids, attention_mask=torch.ones_like(ids))
+            cache, ref_cache = out.past_key_values, ref.past_key_values
+            token, ref_token = out.logits[:, -1:].argmax(-1), ref.logits[:, -1:].argmax(-1)
+            assert torch.equal(token.cpu(), ref_token)
+            for _ in range(4):
+                out = model(input_ids=token, past_key_values=cache)
+                ref = cpu_model(input_ids=ref_token, past_key_values=ref_cache)
+                token, ref_token = out.logits[:, -1:].argmax(-1), ref.logits[:, -1:].argmax(-1)
+                assert torch.equal(token.cpu(), ref_token), length
