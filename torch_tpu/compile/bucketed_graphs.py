@@ -345,6 +345,7 @@ class BucketedGraph:
         self.label = label
         self.first_values = None
         self.changed = set()  # symbols seen with another value than at the first call
+        self.together = {}    # frozenset of symbols -> their merged _Varying
         self.compiled = {}    # key -> (callable, Bucketing)
         self.refused = {}     # key -> reason
 
@@ -354,7 +355,9 @@ class BucketedGraph:
         return lengths.pop() if len(lengths) == 1 else None
 
     def _choose(self, args):
-        """The symbol bucketed in this call, and its size (None, None: none)."""
+        """The sizes bucketed in this call (one _Varying for them all) and their common value, or
+        (None, None). Sizes Dynamo keeps apart that are equal here (input_ids' and
+        attention_mask's lengths after an automatic-dynamic recompile) are bucketed together."""
         values = {sym: self._value(v, args) for sym, v in self.varying.items()}
         if self.first_values is None:
             self.first_values = values
@@ -362,11 +365,17 @@ class BucketedGraph:
         padded = {sym for sym, v in self.varying.items()
                   if any(isinstance(args[i], torch.Tensor) and args[i].device.type == "tpu"
                          and _C._padded_capacity(args[i], d) is not None for i, d in v.tensor_dims)}
-        chosen = padded if padded else self.changed
-        if len(chosen) != 1:
+        chosen = frozenset(padded if padded else self.changed)
+        sizes = {values[sym] for sym in chosen}
+        if not chosen or len(sizes) != 1 or None in sizes:
             return None, None
-        sym = next(iter(chosen))
-        return (sym, values[sym]) if values[sym] is not None else (None, None)
+        together = self.together.get(chosen)
+        if together is None:
+            parts = [self.varying[sym] for sym in sorted(chosen, key=str)]
+            together = self.together[chosen] = _Varying(
+                sorted({td for p in parts for td in p.tensor_dims}), sorted({i for p in parts for i in p.int_inputs}),
+                [sorted({d for p in parts for d in p.outputs[o]}) for o in range(len(parts[0].outputs))])
+        return together, sizes.pop()
 
     @staticmethod
     def _resized(v, args, size, capacity_of_storage):
@@ -407,13 +416,12 @@ class BucketedGraph:
             return NOT_TAKEN
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             return NOT_TAKEN  # training graphs keep the per-shape path
-        symbol, length = self._choose(args)
-        if symbol is None or length < 2:
+        v, length = self._choose(args)
+        if v is None or length < 2:
             return NOT_TAKEN
-        v = self.varying[symbol]
         capacity = _C._bucket_for(length)
         capacity_args = self._resized(v, args, capacity, lambda t, d: _C._padded_capacity(t, d))
-        key = (str(symbol), numbers) + self._key(capacity_args)
+        key = (tuple(v.tensor_dims), tuple(v.int_inputs), numbers) + self._key(capacity_args)
         entry = self.compiled.get(key)
         if entry is None:
             if key in self.refused:
