@@ -171,3 +171,45 @@ def test_outputs_with_the_varying_dim_are_padded_prefixes_that_eager_ops_keep_bu
     assert torch_tpu._C._padded_capacity(y, 0) == torch_tpu._C._bucket_for(37)
     torch.testing.assert_close(y.cpu(), x * 3)
     torch.testing.assert_close((y.sum(0) + 1).cpu(), (x * 3).sum(0) + 1)
+
+
+def test_a_batch_folded_into_a_matrix_products_rows_keeps_its_rows():
+    """nn.Linear on [2, n, 8] views it as [2 * n, 8]: the fold runs on the capacity's layout (each
+    batch's spare rows after its true ones), only row-wise ops read it, and the view back is
+    padded again; a contraction over the folded rows keeps the per-shape path."""
+    lin = torch.nn.Linear(8, 4)
+    with torch.no_grad():
+        lin.weight.copy_(rand(4, 8, seed=7))
+    lin_tpu = torch.nn.Linear(8, 4).to(DEV)
+    lin_tpu.load_state_dict(lin.state_dict())
+
+    def folded(module):
+        return lambda x: torch.softmax(module(x), dim=1).sum(1)
+
+    def make(n):
+        x = torch.stack([neighbours_poisoned(n, seed=1), neighbours_poisoned(n, seed=2)]).nan_to_num(nan=0.5)
+        return x
+
+    torch._dynamo.reset()
+    compiled = torch.compile(folded(lin_tpu), backend="tpu", dynamic=True)
+    before = sum(stats.bucketed_graphs.values())
+    for n in [5, 9, 100, 130]:
+        x = make(n)
+        with torch.no_grad():
+            got = compiled(padded_with_nan(x, 1))
+            torch.testing.assert_close(got.cpu(), folded(lin)(x), msg=lambda m: f"size {n}: {m}")
+    assert sum(stats.bucketed_graphs.values()) - before == 2
+
+    def contracted(x):
+        flat = x.reshape(-1, 8)
+        return flat.t() @ flat  # sums over the folded rows
+
+    before = sum(stats.bucket_refusals.values())
+    run_sizes(contracted, [5, 9], lambda n: (neighbours_poisoned(n).nan_to_num().reshape(1, n, 8)[0],))
+    torch._dynamo.reset()
+    compiled = torch.compile(contracted, backend="tpu", dynamic=True)
+    for n in [5, 9]:
+        x = make(n)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(padded_with_nan(x, 1)).cpu(), contracted(x))
+    assert any("folded" in r for r in stats.bucket_refusals), dict(stats.bucket_refusals)

@@ -93,3 +93,31 @@ def test_a_compiled_prefill_hands_its_cache_to_eager_decoding(tmp_path_factory):
                 ref = cpu_model(input_ids=ref_token, past_key_values=ref_cache)
                 token, ref_token = out.logits[:, -1:].argmax(-1), ref.logits[:, -1:].argmax(-1)
                 assert torch.equal(token.cpu(), ref_token), length
+
+
+@pytest.mark.parametrize("family", ["llama3", "gemma3"])
+def test_a_compiled_forward_of_a_left_padded_batch_compiles_once_per_bucket(family, tmp_path_factory):
+    """A batch of two, the second left-padded: its linear layers fold [2, L] into [2 * L] rows
+    (kept in the capacity's layout) and its 4-D mask is padded along two dims. A batch's ids are
+    not bucketed on upload, so the first call compiles per shape before the length is seen to
+    change; then one graph per bucket."""
+    from torch_tpu.compile import stats
+
+    cpu_model, path = checkpoint(family, tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tpu", dynamic=True)
+    lengths = [7, 19, 40, 90, 130, 150]
+    graphs_before = sum(e.compiles for e in list(stats.executables))
+    for length in lengths:
+        ids = torch.cat([ids_of(length, seed=length), ids_of(length, seed=length + 1)])
+        mask = torch.ones_like(ids)
+        mask[1, :length // 2] = 0
+        ids[1, :length // 2] = 0
+        with torch.no_grad():
+            got = compiled(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), use_cache=False).logits
+            want = cpu_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        torch.testing.assert_close(got.cpu(), want, msg=lambda m: f"length {length}: {m}")
+    buckets = {torch_tpu._C._bucket_for(n) for n in lengths}
+    graphs = sum(e.compiles for e in list(stats.executables)) - graphs_before
+    assert graphs <= len(buckets) + 1, (graphs, dict(stats.bucket_refusals))

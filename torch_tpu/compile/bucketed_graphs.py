@@ -85,20 +85,27 @@ def _arange_of(node):
 class _Comparison:
     """The true-size and capacity traces walked side by side: which dims of which values hold
     the padding, or NotBucketable naming the first node where the traces disagree otherwise.
-    A padded dim is (dim, offset): L + offset true rows of C + offset."""
+    A padded dim is (dim, offset, multiple): L + offset true rows of C + offset, or with a
+    multiple m > 1 a folded dim (see `varies`). A folded value gets no runtime size (XLA's padder
+    would compact a reshape of a dynamic dim, which moves rows): it is made from a static
+    operand and only row-wise ops (pointwise, a matrix product's rows, views) may read it."""
 
     def __init__(self, true_graph, capacity_graph, length, capacity):
         self.length, self.capacity = length, capacity
         self.true_nodes = list(true_graph.graph.nodes)
         self.capacity_nodes = list(capacity_graph.graph.nodes)
         self.partner = {}     # true node -> capacity node
-        self.padded = {}      # capacity node -> [padded (dim, offset)] per result
+        self.padded = {}      # capacity node -> [padded (dim, offset, multiple)] per result
         self.static_operands = set()  # capacity nodes whose operands enter static (scans)
 
     def varies(self, a, b):
-        """The offset k when a = L + k and b = C + k, else None."""
-        k = a - self.length
-        return k if b - self.capacity == k and a > 0 else None
+        """(k, m) when a = m * L + k and b = m * C + k, else None. m > 1 is a dim the varying one
+        is folded into (a view of [B, L, D] as [B * L, D] for a matrix product): its true rows
+        are m runs of L + k among the capacity's rows, not a prefix."""
+        m, rest = divmod(b - a, self.capacity - self.length)
+        if rest or m < 1 or a <= 0:
+            return None
+        return a - m * self.length, m
 
     def padded_dims_of(self, true_val, cap_val, where):
         if not isinstance(true_val, torch.Tensor):
@@ -111,11 +118,11 @@ class _Comparison:
         for d, (a, b) in enumerate(zip(true_val.shape, cap_val.shape)):
             if a == b:
                 continue
-            k = self.varies(a, b)
-            if k is None:
+            km = self.varies(a, b)
+            if km is None:
                 raise NotBucketable(f"{where}: dim {d} is {a} at the true size and {b} at the capacity "
                                     "(the varying size is mixed into another dim)")
-            dims.append((d, k))
+            dims.append((d, *km))
         return dims
 
     def same_argument(self, a, b, sizes_allowed, where):
@@ -135,7 +142,7 @@ class _Comparison:
             return
         if type(a) is type(b) and (a == b or repr(a) == repr(b)):  # repr: NaN constants
             return
-        if sizes_allowed and type(a) is int and type(b) is int and self.varies(a, b) is not None:
+        if sizes_allowed and type(a) is int and type(b) is int and a > 0 and self.varies(a, b) is not None:
             return
         raise NotBucketable(f"{where}: argument {a!r} at the true size is {b!r} at the capacity "
                             "(a value computed from the size, not a size)")
@@ -191,12 +198,32 @@ class _Comparison:
                     if isinstance(a, torch.fx.Node)]
         if not any(results) and not any(operands):
             return  # nothing padded flows through this node
+        if any(m > 1 for dims in results + operands for _, _, m in dims):
+            self.check_folded(c, base, results, where)
+            return
         self.check_op(c, base, full, results, where)
+
+    def check_folded(self, node, base, results, where):
+        """Ops on values whose varying dim is folded into another: row-wise only."""
+        if base in ("view", "_unsafe_view", "reshape"):
+            if any(m > 1 for dims in results for _, _, m in dims):
+                self.static_operands.add(node)  # fold a static value: the rows keep their places
+            return
+        if base in ("t", "transpose", "permute", "unsqueeze", "alias", "clone", "_to_copy", "detach", "expand"):
+            return
+        if torch.Tag.pointwise in node.target.tags and not _spec._is_random(node.target):
+            return
+        if base in ("mm", "addmm"):
+            a, b = node.args[-2], node.args[-1]
+            if any(m > 1 and d == 1 for d, _, m in self.dims_of(a)) or any(m > 1 and d == 0 for d, _, m in self.dims_of(b)):
+                raise NotBucketable(f"{where}: contracts a dim the varying size is folded into")
+            return
+        raise NotBucketable(f"{where}: reads across a dim the varying size is folded into")
 
     def check_op(self, node, base, full, results, where):
         target = node.target
         source = self.dims_of(node.args[0]) if node.args else []
-        source_dims = {d for d, _ in source}
+        source_dims = {d for d, *_ in source}
         if _spec._is_random(target):
             raise NotBucketable(f"{where}: draws random numbers (the CPU's stream depends on the true size)")
         if base in ("slice", "select"):
@@ -228,7 +255,7 @@ class _Comparison:
             tensors = node.args[0]
             rank = max(x.meta["val"].dim() for x in tensors)
             dim = (node.args[1] if len(node.args) > 1 else 0) % rank
-            if any(dim in {d for d, _ in self.dims_of(x)} for x in tensors[:-1]):
+            if any(dim in {d for d, *_ in self.dims_of(x)} for x in tensors[:-1]):
                 raise NotBucketable(f"{where}: concatenates after a padded operand along the varying dim")
             return
         if base == "index" and full == "index.Tensor":
@@ -236,7 +263,7 @@ class _Comparison:
             # true rows (a mask function's kv_idx): then no true row reads a spare one, and an
             # out-of-range index cannot be missed.
             indices = node.args[1]
-            for d, k in source:
+            for d, k, _ in source:
                 if d >= len(indices) or indices[d] is None:
                     continue
                 arange = _arange_of(indices[d])
@@ -262,7 +289,7 @@ class _Comparison:
 
 
 class Bucketing:
-    """What a capacity graph's compile needs (backend.compile_graph): the padded (dim, offset)s
+    """What a capacity graph's compile needs (backend.compile_graph): the padded dims
     per node, the nodes whose operands enter static, and a cell holding the call's true length."""
 
     def __init__(self, padded, static_operands):
@@ -287,6 +314,13 @@ def _symbol_of(size):
 
 def _free_symbols(size):
     return set(size.node.expr.free_symbols) if isinstance(size, torch.SymInt) else set()
+
+
+def _dims_by_input(v):
+    by_input = {}
+    for i, d in v.tensor_dims:
+        by_input.setdefault(i, []).append(d)
+    return by_input
 
 
 class _Varying:
@@ -379,22 +413,14 @@ class BucketedGraph:
 
     @staticmethod
     def _resized(v, args, size, capacity_of_storage):
-        """args with the varying size set to `size`: tensors widened to the whole capacity of
-        their padded storage (or padded by a copy) or narrowed to a true-size view."""
+        """args with the varying size set to `size` (at least theirs): tensors widened to the whole
+        capacity of their padded storage, or padded by a copy."""
         out = list(args)
         for i in v.int_inputs:
             out[i] = size
-        by_input = {}
-        for i, d in v.tensor_dims:
-            by_input.setdefault(i, []).append(d)
-        for i, dims in by_input.items():
+        for i, dims in _dims_by_input(v).items():
             t = args[i]
             if all(t.shape[d] == size for d in dims):
-                continue
-            if all(t.shape[d] > size for d in dims):
-                for d in dims:
-                    t = t.narrow(d, 0, size)
-                out[i] = t
                 continue
             if len(dims) == 1 and capacity_of_storage(t, dims[0]) == size:
                 out[i] = _C._whole_capacity(t, dims[0], size)
@@ -403,6 +429,25 @@ class BucketedGraph:
             for d in dims:
                 pad[2 * (t.dim() - 1 - d) + 1] = size - t.shape[d]
             out[i] = torch.constant_pad_nd(t, pad, 0)
+        return out
+
+    @staticmethod
+    def _probe(v, capacity_args, size):
+        """Stand-ins for tracing at `size`: fresh tensors (never written, so nothing runs) dense in
+        the capacity arguments' memory order, so that both traces take the same paths (a strided
+        view would make matmul copy where the capacity's dense input folds)."""
+        out = list(capacity_args)
+        for i in v.int_inputs:
+            out[i] = size
+        for i, dims in _dims_by_input(v).items():
+            t = capacity_args[i]
+            shape = [size if d in dims else n for d, n in enumerate(t.shape)]
+            strides = [0] * t.dim()
+            step = 1
+            for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), t.shape[d])):
+                strides[d] = step
+                step *= shape[d]
+            out[i] = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
         return out
 
     def _key(self, args):
@@ -444,7 +489,7 @@ class BucketedGraph:
         probe = length if length < capacity else capacity - 1
         if probe < 2 or _C._bucket_for(probe) != capacity:
             raise NotBucketable(f"no smaller size shares the bucket of {capacity}")
-        true_graph = self.trace(gm, self._resized(v, args, probe, lambda t, d: None))
+        true_graph = self.trace(gm, self._probe(v, capacity_args, probe))
         return self.compile_bucket(gm, capacity_args, true_graph, probe, capacity)
 
     @staticmethod

@@ -338,7 +338,8 @@ class SpecWriter:
                 continue
             ids = self.ids[node] if isinstance(self.ids[node], list) else [self.ids[node]]
             for value, dims in zip(ids, per_result):
-                entries.update((value, d, length, k) for d, k in dims if value >= 0)
+                # Folded dims (multiple > 1) keep their places with no runtime size.
+                entries.update((value, d, length, k) for d, k, m in dims if value >= 0 and m == 1)
         return sorted(entries)
 
 
