@@ -135,6 +135,32 @@ def test_a_call_that_cannot_run_over_the_capacity_refuses_only_calls_like_it():
     assert executables_built() == built
 
 
+def test_a_prompts_write_into_a_static_cache_runs_over_the_bucket():
+    """StaticCache's prefill: cache.index_copy_(2, positions, keys) with positions and keys padded
+    prefixes (spare positions 0, spare keys NaN): the rows past the length are never written, and
+    a new length in a seen bucket compiles nothing."""
+    table = torch.randn(256, 8, generator=torch.Generator().manual_seed(3))
+    cpu_cache = torch.randn(1, 2, 300, 4, generator=torch.Generator().manual_seed(4))
+
+    def prefill(ids, cache, offset):
+        keys = F.embedding(ids, table.to(ids.device)).view(1, -1, 2, 4).transpose(1, 2)  # [1, 2, L, 4]
+        keys = keys / (ids != 0).to(keys.dtype).view(1, 1, -1, 1)  # id 0 (the spare rows on tpu): inf
+        positions = torch.arange(ids.shape[1], device=ids.device) + offset
+        cache.index_copy_(2, positions, keys)
+        return cache
+
+    def run(length, offset):
+        ids = ids_of(length, seed=length)
+        got = prefill(ids.to(DEV), cpu_cache.to(DEV), offset)
+        assert torch.equal(got.cpu(), prefill(ids, cpu_cache.clone(), offset)), length
+
+    run(40, 5)
+    built = executables_built()
+    for length, offset in ((3, 0), (77, 9), (127, 100)):
+        run(length, offset)
+    assert executables_built() == built
+
+
 def test_mark_dynamic_buckets_a_device_tensor():
     x = torch.randn(1, 37, 4, generator=torch.Generator().manual_seed(0))
     d = x.to(DEV)

@@ -36,14 +36,10 @@ def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(famil
         compiles.append(executables_built() - built)
         assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
     after_warm_up = compiles[4:]
-    if cache == "dynamic":
-        assert sum(after_warm_up) / len(after_warm_up) <= 2, compiles
-    else:
-        # generate() keeps a StaticCache of prompt + new tokens rows and reallocates it for a
-        # longer request; the prompt's write into it and attention over it then see a new
-        # length: 3 compiles while the cache is reused, 8 when it is reallocated (the exact path
-        # compiled ~55 per new length).
-        assert max(after_warm_up) <= 8, compiles
+    # A StaticCache request that reuses the cache compiles one executable: attention over the
+    # cache's first L rows (Transformers slices them for an empty cache's prefill), which is an
+    # exact view of the cache. One that reallocates a longer cache compiles ~8 (every op on it).
+    assert sum(after_warm_up) / len(after_warm_up) <= 2, compiles
 
 
 @pytest.mark.parametrize("family,dynamic", [("llama3", True), ("qwen3", True), ("gemma3", True), ("gpt2", True),

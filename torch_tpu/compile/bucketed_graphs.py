@@ -282,8 +282,8 @@ class _Comparison:
             return
         if kind == "keeps_dim" and all(len(r) == len(source) for r in results):
             return
-        if kind == "indices_only" and not source:
-            return  # a gather of padded indices from rows that are not padded
+        if kind in ("indices_only", "scatter") and not source:
+            return  # a gather of padded indices from rows that are not padded, or a write into them
         raise NotBucketable(f"{where}: not exact over padding along the varying dim"
                             + (" (it reduces a count over it)" if kind == "keeps_dim" else ""))
 

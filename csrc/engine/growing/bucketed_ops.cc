@@ -15,7 +15,8 @@
 // stablehlo.reduce, softmax, cumulative sums (over the capacity, no runtime size: a prefix scan
 // needs no mask), row-wise gathers of padded indices, and the ops
 // that divide by a count (mean, var, norms) only where the padded dim is not reduced (their
-// rules divide by the static extent). Never in-place or out= ops, RNG, sort or flips.
+// rules divide by the static extent). Never in-place or out= ops (but index_copy_ into an exact
+// destination), RNG, sort or flips.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -44,6 +45,10 @@ enum class Bucketing {
   // along the dim, which the oldest plugin's dynamic padder gets wrong (PJRT 0.81: a cumsum of
   // 300 rows in a bucket of 320 restarted at row 256).
   Prefix,
+  // A write of padded rows into an exact destination at padded positions (a StaticCache's
+  // index_copy_ of a prompt's keys at its cache positions): the padder drops the updates past
+  // the length, whatever the spare positions hold. Only the destination must not be padded.
+  Scatter,
 };
 
 const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
@@ -79,6 +84,8 @@ const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
       {"clone", Bucketing::Contiguous},
       {"embedding", Bucketing::IndicesOnly},
       {"index_select", Bucketing::IndicesOnly},
+      {"index_copy_", Bucketing::Scatter},
+      {"index_copy", Bucketing::Scatter},
   };
   return ops;
 }
@@ -232,12 +239,16 @@ std::optional<std::string> bucketing_kind(const std::string& name) {
     case Bucketing::IndicesOnly: return "indices_only";
     case Bucketing::Contiguous: return "contiguous";
     case Bucketing::Prefix: return "prefix";
+    case Bucketing::Scatter: return "scatter";
   }
   return std::nullopt;
 }
 
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (!growing_dims_enabled() || op.schema().is_mutable()) return false;
+  if (!growing_dims_enabled()) return false;
+  const std::string name = full_name(op.operator_name());
+  Bucketing kind = bucketed_ops().at(name);
+  if (op.schema().is_mutable() && kind != Bucketing::Scatter) return false;
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
   std::vector<Padded> padded;
@@ -253,12 +264,11 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     if (p.spare.length != padded[0].spare.length || p.spare.capacity != padded[0].spare.capacity) return false;
   }
   const int64_t length = padded[0].spare.length, capacity = padded[0].spare.capacity;
-  const std::string name = full_name(op.operator_name());
   if (refused(name, *stack, first, padded)) return false;
-  Bucketing kind = bucketed_ops().at(name);
-  if (kind == Bucketing::IndicesOnly) {
+  if (kind == Bucketing::IndicesOnly || kind == Bucketing::Scatter) {
     // embedding(weight, indices), index_select(self, dim, index): the gathered rows' operand is
-    // never padded (an index past the length must raise, not read a spare row).
+    // never padded (an index past the length must raise, not read a spare row); index_copy's
+    // destination is never padded.
     size_t source = first;
     for (const Padded& p : padded) {
       if (p.slot == source) return false;
