@@ -117,3 +117,18 @@ def test_a_compiled_forward_of_a_left_padded_batch_compiles_once_per_bucket(fami
     buckets = {torch_tpu._C._bucket_for(n) for n in lengths}
     graphs = sum(e.compiles for e in list(stats.executables)) - graphs_before
     assert graphs <= len(buckets) + 1, (graphs, dict(stats.bucket_refusals))
+
+
+def test_qwen3_5_long_prompts_stay_exact(tmp_path_factory):
+    """Qwen3.5's linear-attention layers reshape a bucketed prompt into chunks: a view whose
+    strides only looked like a padded prefix's was widened past its storage (a RuntimeError in
+    setStorage). Such views now take the exact path."""
+    cpu_model, path = checkpoint("qwen3_5", tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    for length in (200, 391):
+        ids = ids_of(length, seed=length)
+        mask = torch.ones_like(ids)
+        with torch.no_grad():
+            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
+        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length

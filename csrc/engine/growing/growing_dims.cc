@@ -57,7 +57,10 @@ std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim) {
 
 void mark_growable(const at::Tensor& t) { storage_buffer(t).growable = true; }
 
-at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
+namespace {
+
+// The strides of `t` widened to `capacity` rows along `dim` (whole_capacity's view).
+std::vector<int64_t> capacity_strides(const at::Tensor& t, int64_t dim, int64_t capacity) {
   std::vector<int64_t> sizes = t.sizes().vec();
   sizes[dim] = capacity;
   // A permuted view, or a view of part of a padded storage, keeps its strides and offset; a
@@ -75,7 +78,24 @@ at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
       st *= sizes[i];
     }
   }
-  return t.as_strided(sizes, strides, t.storage_offset());
+  return strides;
+}
+
+// Whether the capacity's view of `t` stays inside its storage: a view whose strides only look
+// like a padded prefix's (a reshape of part of one) must not be widened past the storage.
+bool capacity_fits(const at::Tensor& t, int64_t dim, int64_t capacity) {
+  std::vector<int64_t> strides = capacity_strides(t, dim, capacity);
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += ((d == dim ? capacity : t.size(d)) - 1) * strides[d];
+  return last < static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+}
+
+}  // namespace
+
+at::Tensor whole_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
+  std::vector<int64_t> sizes = t.sizes().vec();
+  sizes[dim] = capacity;
+  return t.as_strided(sizes, capacity_strides(t, dim, capacity), t.storage_offset());
 }
 
 namespace {
@@ -112,6 +132,7 @@ std::optional<Spare> spare_rows(const at::Tensor& t) {
     found = Spare{d, *capacity, t.size(d)};
   }
   if (!found) found = prefix_of_padded_storage(t);
+  if (found && !capacity_fits(t, found->dim, found->capacity)) return std::nullopt;
   return found;
 }
 
