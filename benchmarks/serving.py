@@ -9,6 +9,9 @@ TORCH_TPU_BUCKETING=0 (every new length compiles its own executables). Printed p
 requests/s over all 32 (compiles included, as a server would see them), over the last 16, and
 the compiles. A second table puts the cost of the padding itself: warm prefill of one prompt at
 lengths 65..512, bucketed vs exact, on XLA:CPU and in libtpu's v6e estimate (the AOT check).
+A third table scores prompts with a compiled forward (torch.compile(model, backend="tpu",
+dynamic=True), the last token's logits): graphs per bucket (the default) against graphs per shape
+(TORCH_TPU_BUCKETING=0), and PyTorch CPU eager.
 The `tpu` device here is XLA:CPU: its times say nothing about a TPU; the v6e column does.
 """
 import argparse
@@ -63,6 +66,59 @@ for n in lengths:
 print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs, prefill=prefill)))
 """
 
+# Scoring requests through a compiled forward: one graph call per request.
+CHILD_COMPILED = r"""
+import json, os, random, sys
+import torch, transformers
+import torch_tpu
+sys.path.insert(0, os.environ["TORCH_TPU_BENCHMARKS"])
+import timing
+path, device, requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=device).eval()
+forward = torch.compile(model, backend="tpu", dynamic=True) if device == "tpu" else model
+vocab = model.config.vocab_size
+rng = random.Random(1)
+def built():
+    s = torch_tpu._C._cache_stats(); return s["compiles"] + s["disk_hits"]
+times, compiles, outputs = [], [], []
+for i in range(requests):
+    n = rng.randint(3, 400)
+    ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(100 + i))
+    before = built()
+    with torch.no_grad():
+        out, seconds = timing.timed(lambda: forward(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device),
+                                                    use_cache=False).logits[:, -1].cpu(), device)
+    outputs.append(int(out.argmax()))
+    times.append(seconds); compiles.append(built() - before)
+print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs)))
+"""
+
+
+def run_compiled(path, device, bucketing, quick):
+    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
+               TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    requests = 12 if quick else REQUESTS
+    out = subprocess.run([sys.executable, "-c", CHILD_COMPILED, path, device, str(requests)],
+                         env=env, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"compiled {device} (bucketing {bucketing}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_requests(title, results, reference):
+    n = len(reference["times"])
+    print(title)
+    header = f"{'way':<24} {'req/s all':>9} {'req/s last half':>15} {'compiles':>8} {'last half':>9} {'same tokens':>11}"
+    print(header)
+    print("-" * len(header))
+    for name, r in results.items():
+        half = n // 2
+        same = r["outputs"] == reference["outputs"]
+        print(f"{name:<24} {n / sum(r['times']):>9.2f} {half / sum(r['times'][half:]):>15.2f} "
+              f"{sum(r['compiles']):>8} {sum(r['compiles'][half:]):>9} {str(same):>11}")
+    print()
+
 
 def run(path, device, bucketing, quick):
     env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
@@ -106,19 +162,15 @@ def main():
                    "tpu, bucketed": run(path, "tpu", "pow2", args.quick),
                    "tpu, fine buckets": run(path, "tpu", "fine", args.quick),
                    "tpu, exact shapes": run(path, "tpu", "0", args.quick)}
+        compiled = {"PyTorch CPU eager": run_compiled(path, "cpu", "pow2", args.quick),
+                    "tpu compiled, per bucket": run_compiled(path, "tpu", "pow2", args.quick),
+                    "tpu compiled, per shape": run_compiled(path, "tpu", "0", args.quick)}
     cpu = results["PyTorch CPU eager"]
     n = len(cpu["times"])
-    print(f"torch-tpu serving benchmark — qwen3 ~{params:.0f}M, {n} requests of random prompt length (3..400), "
-          f"batch 1, {NEW} new tokens, fresh process, empty executable cache")
-    header = f"{'way':<20} {'req/s all':>9} {'req/s last half':>15} {'compiles':>8} {'last half':>9} {'same tokens':>11}"
-    print(header)
-    print("-" * len(header))
-    for name, r in results.items():
-        half = n // 2
-        same = r["outputs"] == cpu["outputs"]
-        print(f"{name:<20} {n / sum(r['times']):>9.2f} {half / sum(r['times'][half:]):>15.2f} "
-              f"{sum(r['compiles']):>8} {sum(r['compiles'][half:]):>9} {str(same):>11}")
-    print()
+    print_requests(f"torch-tpu serving benchmark — qwen3 ~{params:.0f}M, {n} requests of random prompt length "
+                   f"(3..400), batch 1, {NEW} new tokens, fresh process, empty executable cache", results, cpu)
+    print_requests(f"scoring with a compiled forward (torch.compile(model, dynamic=True), last token's logits), "
+                   f"{n} requests of random length (3..400), fresh process", compiled, compiled["PyTorch CPU eager"])
     header = (f"{'buckets':<8} {'prompt':>6} {'bucket':>6} {'bucketed ms':>11} {'exact ms':>8} {'ratio':>6} "
               f"{'v6e bucketed us':>15} {'v6e exact us':>12} {'v6e ratio':>9}")
     print("warm prefill of one prompt (forward, last token's logits read back), best of 5")
