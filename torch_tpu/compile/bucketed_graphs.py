@@ -97,6 +97,8 @@ class _Comparison:
         self.partner = {}     # true node -> capacity node
         self.padded = {}      # capacity node -> [padded (dim, offset, multiple)] per result
         self.static_operands = set()  # capacity nodes whose operands enter static (scans)
+        self.appends = {}     # capacity cat node -> offset of its padded first operand
+        self.from_end = {}    # capacity slice/select node -> (dim, offset, rows)
 
     def varies(self, a, b):
         """(k, m) when a = m * L + k and b = m * C + k, else None. m > 1 is a dim the varying one
@@ -203,6 +205,25 @@ class _Comparison:
             return
         self.check_op(c, base, full, results, where)
 
+    def rows_from_end(self, node, base, dim, first, k, where):
+        """(dim, offset from the true length, rows) of x[..., -n:] or x[..., -n] along a padded
+        dim: read at a runtime start (slice_at_length). Only where every true size in the bucket
+        (at least 2 + k rows) has the rows, so PyTorch never clamps the start."""
+        if base == "select":
+            rows = 1
+        else:
+            end = node.args[3] if len(node.args) > 3 else None
+            if end is None or end >= 2 ** 62:
+                rows = -first
+            elif first < end < 0:
+                rows = end - first
+            else:
+                raise NotBucketable(f"{where}: a slice from the varying dim's end to {end}")
+        if -first > 2 + k:
+            raise NotBucketable(f"{where}: indexes the varying dim {-first} rows from its end, more than "
+                                "its smallest true size")
+        return dim, k + first, rows
+
     def check_folded(self, node, base, results, where):
         """Ops on values whose varying dim is folded into another: row-wise only."""
         if base in ("view", "_unsafe_view", "reshape"):
@@ -230,11 +251,12 @@ class _Comparison:
             rank = node.args[0].meta["val"].dim()
             dim = (node.args[1] if len(node.args) > 1 else 0) % rank
             if dim in source_dims:
-                first = node.args[2] if len(node.args) > 2 else 0
-                if first is not None and first < 0:
-                    raise NotBucketable(f"{where}: indexes the varying dim from its end")
                 if base == "slice" and len(node.args) > 4 and node.args[4] != 1:
                     raise NotBucketable(f"{where}: a strided slice of the varying dim")
+                first = node.args[2] if len(node.args) > 2 else 0
+                if first is not None and first < 0:
+                    self.from_end[node] = self.rows_from_end(node, base, dim, first, dict(
+                        (d, k) for d, k, _ in source)[dim], where)
             return
         if base in ("split", "split_with_sizes", "unbind", "chunk"):
             rank = node.args[0].meta["val"].dim()
@@ -251,13 +273,18 @@ class _Comparison:
             raise NotBucketable(f"{where}: writes in place")
         if base == "cat":
             # Along the varying dim only the last operand may be padded: its spare rows then
-            # come last, after every true row.
+            # come last, after every true row. An append to a padded prefix (a KV cache's cat
+            # in a decode step) is written after the true rows instead (cat_at_length).
             tensors = node.args[0]
             rank = max(x.meta["val"].dim() for x in tensors)
             dim = (node.args[1] if len(node.args) > 1 else 0) % rank
-            if any(dim in {d for d, *_ in self.dims_of(x)} for x in tensors[:-1]):
-                raise NotBucketable(f"{where}: concatenates after a padded operand along the varying dim")
-            return
+            along = [[k for d, k, m in self.dims_of(x) if d == dim and m == 1] for x in tensors]
+            if not any(along[:-1]):
+                return
+            if len(tensors) == 2 and along[0] and not self.dims_of(tensors[1]):
+                self.appends[node] = along[0][0]
+                return
+            raise NotBucketable(f"{where}: concatenates after a padded operand along the varying dim")
         if base == "index" and full == "index.Tensor":
             # Exact where the index along a padded dim counts 0, 1, ... over at most the source's
             # true rows (a mask function's kv_idx): then no true row reads a spare one, and an
@@ -292,16 +319,19 @@ class Bucketing:
     """What a capacity graph's compile needs (backend.compile_graph): the padded dims
     per node, the nodes whose operands enter static, and a cell holding the call's true length."""
 
-    def __init__(self, padded, static_operands):
+    def __init__(self, padded, static_operands, appends, from_end):
         self.padded = padded
         self.static_operands = static_operands
+        self.appends = appends  # cat node -> offset: lowered as cat_at_length
+        self.from_end = from_end  # slice/select node -> (dim, offset, rows): slice_at_length
         self.length = [0]
 
 
 def compare_traces(true_graph, capacity_graph, length, capacity):
     """The Bucketing of the capacity trace; raises NotBucketable."""
     comparison = _Comparison(true_graph, capacity_graph, length, capacity)
-    return Bucketing(comparison.run(), comparison.static_operands)
+    padded = comparison.run()
+    return Bucketing(padded, comparison.static_operands, comparison.appends, comparison.from_end)
 
 
 def _symbol_of(size):
@@ -316,27 +346,47 @@ def _free_symbols(size):
     return set(size.node.expr.free_symbols) if isinstance(size, torch.SymInt) else set()
 
 
-def _dims_by_input(v):
-    by_input = {}
-    for i, d in v.tensor_dims:
-        by_input.setdefault(i, []).append(d)
-    return by_input
+def _offset_from(size, symbol):
+    """k when `size` is symbol + k (k an integer), else None."""
+    if not isinstance(size, torch.SymInt) or symbol not in size.node.expr.free_symbols:
+        return None
+    rest = size.node.expr - symbol
+    return int(rest) if rest.is_Integer else None
+
+
+# Sizes bucketed together may differ by at most this much (a KV cache of T rows and an attention
+# mask of T + 1 in a decode step).
+_MAX_SPREAD = 16
 
 
 class _Varying:
-    """Where one symbolic size appears: tensor input dims, int inputs, output dims."""
+    """Where varying sizes appear: tensor input dims (input, dim, k), int inputs (input, k) and
+    per output its dims (dim, k), each holding L + k for the call's bucketed size L."""
 
     def __init__(self, tensor_dims, int_inputs, outputs):
         self.tensor_dims = tensor_dims
         self.int_inputs = int_inputs
         self.outputs = outputs
 
+    def shifted(self, k):
+        return _Varying([(i, d, k + j) for i, d, j in self.tensor_dims], [(i, k + j) for i, j in self.int_inputs],
+                        [[(d, k + j) for d, j in dims] for dims in self.outputs])
+
+
+def _dims_by_input(v):
+    by_input = {}
+    for i, d, k in v.tensor_dims:
+        by_input.setdefault(i, []).append((d, k))
+    return by_input
+
 
 class BucketedGraph:
     """The per-bucket path of one dynamic-shape Dynamo graph. dynamic=True makes every dim
-    symbolic; the size bucketed in a call is the one a padded prefix carries (token ids from the
-    host, torch_tpu.mark_dynamic), else the only one seen to change; the others are specialised
-    per value as before. None from `for_graph` when no size can be bucketed."""
+    symbolic; the sizes bucketed in a call are the ones padded prefixes carry (token ids from the
+    host, torch_tpu.mark_dynamic, a KV cache grown by cat), else the ones seen to change; the
+    others are specialised per value as before. Sizes bucketed together (a cache's T and its
+    mask's T + 1, which Dynamo keeps apart) are L + k for the largest of them, L. None from
+    `for_graph` when no size can be bucketed."""
 
     @classmethod
     def for_graph(cls, gm, trace, compile_bucket, label):
@@ -357,17 +407,20 @@ class BucketedGraph:
                          for out in _flat(next(n for n in gm.graph.nodes if n.op == "output").args[0])]
         varying = {}
         for symbol in symbols - compound:
-            tensor_dims = [(i, d) for i, v in enumerate(values) if isinstance(v, torch.Tensor)
+            tensor_dims = [(i, d, 0) for i, v in enumerate(values) if isinstance(v, torch.Tensor)
                            for d, s in enumerate(v.shape) if _symbol_of(s) == symbol]
-            int_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.SymInt) and _symbol_of(v) == symbol]
+            int_inputs = [(i, 0) for i, v in enumerate(values) if isinstance(v, torch.SymInt) and _symbol_of(v) == symbol]
             outputs, exact = [], bool(tensor_dims)
             for value in output_values:
-                sizes = list(value.shape) if isinstance(value, torch.Tensor) else [value]
-                dims = [d for d, s in enumerate(sizes) if _symbol_of(s) == symbol]
-                # A compound size (2 * L) or a size the graph returns would read the capacity.
-                exact &= not any(symbol in _free_symbols(s) for d, s in enumerate(sizes)
-                                 if d not in dims or not isinstance(value, torch.Tensor))
-                outputs.append(dims if isinstance(value, torch.Tensor) else [])
+                if not isinstance(value, torch.Tensor):
+                    # A size the graph returns would read the capacity.
+                    exact &= not (isinstance(value, torch.SymInt) and symbol in _free_symbols(value))
+                    outputs.append([])
+                    continue
+                dims = [(d, _offset_from(s, symbol)) for d, s in enumerate(value.shape)]
+                # A compound size (2 * L) cannot be narrowed back to the true one.
+                exact &= all(k is not None for d, k in dims if symbol in _free_symbols(value.shape[d]))
+                outputs.append([(d, k) for d, k in dims if k is not None])
             if exact:
                 varying[symbol] = _Varying(tensor_dims, int_inputs, outputs)
         return cls(varying, trace, compile_bucket, label) if varying else None
@@ -379,55 +432,65 @@ class BucketedGraph:
         self.label = label
         self.first_values = None
         self.changed = set()  # symbols seen with another value than at the first call
-        self.together = {}    # frozenset of symbols -> their merged _Varying
+        self.together = {}    # (symbol, offset) pairs -> their merged _Varying
         self.compiled = {}    # key -> (callable, Bucketing)
         self.refused = {}     # key -> reason
 
     @staticmethod
     def _value(v, args):
-        lengths = {args[i].shape[d] for i, d in v.tensor_dims} | {int(args[i]) for i in v.int_inputs}
+        lengths = {args[i].shape[d] for i, d, _ in v.tensor_dims} | {int(args[i]) for i, _ in v.int_inputs}
         return lengths.pop() if len(lengths) == 1 else None
 
     def _choose(self, args):
-        """The sizes bucketed in this call (one _Varying for them all) and their common value, or
-        (None, None). Sizes Dynamo keeps apart that are equal here (input_ids' and
-        attention_mask's lengths after an automatic-dynamic recompile) are bucketed together."""
+        """The sizes bucketed in this call as one _Varying, and their largest value L, or
+        (None, None)."""
         values = {sym: self._value(v, args) for sym, v in self.varying.items()}
         if self.first_values is None:
             self.first_values = values
         self.changed |= {sym for sym, n in values.items() if n != self.first_values.get(sym)}
         padded = {sym for sym, v in self.varying.items()
                   if any(isinstance(args[i], torch.Tensor) and args[i].device.type == "tpu"
-                         and _C._padded_capacity(args[i], d) is not None for i, d in v.tensor_dims)}
-        chosen = frozenset(padded if padded else self.changed)
-        sizes = {values[sym] for sym in chosen}
-        if not chosen or len(sizes) != 1 or None in sizes:
+                         and _C._padded_capacity(args[i], d) is not None for i, d, _ in v.tensor_dims)}
+        chosen = padded if padded else self.changed
+        sizes = [values[sym] for sym in chosen]
+        if not chosen or None in sizes or max(sizes) - min(sizes) > _MAX_SPREAD:
             return None, None
-        together = self.together.get(chosen)
+        length = max(sizes)
+        shifts = tuple(sorted((str(sym), values[sym] - length) for sym in chosen))
+        together = self.together.get(shifts)
         if together is None:
-            parts = [self.varying[sym] for sym in sorted(chosen, key=str)]
-            together = self.together[chosen] = _Varying(
+            parts = [self.varying[sym].shifted(values[sym] - length) for sym in sorted(chosen, key=str)]
+            outputs = []
+            for o in range(len(parts[0].outputs)):
+                dims = {}
+                for p in parts:
+                    dims.update(dict(p.outputs[o]))
+                outputs.append(sorted(dims.items()))
+            together = self.together[shifts] = _Varying(
                 sorted({td for p in parts for td in p.tensor_dims}), sorted({i for p in parts for i in p.int_inputs}),
-                [sorted({d for p in parts for d in p.outputs[o]}) for o in range(len(parts[0].outputs))])
-        return together, sizes.pop()
+                outputs)
+        return together, length
 
     @staticmethod
     def _resized(v, args, size, capacity_of_storage):
-        """args with the varying size set to `size` (at least theirs): tensors widened to the whole
-        capacity of their padded storage, or padded by a copy."""
+        """args with each varying size set to `size` + k (at least theirs): tensors widened to
+        the first rows of their padded storage, or padded by a copy."""
         out = list(args)
-        for i in v.int_inputs:
-            out[i] = size
+        for i, k in v.int_inputs:
+            out[i] = size + k
         for i, dims in _dims_by_input(v).items():
             t = args[i]
-            if all(t.shape[d] == size for d in dims):
+            if all(t.shape[d] == size + k for d, k in dims):
                 continue
-            if len(dims) == 1 and capacity_of_storage(t, dims[0]) == size:
-                out[i] = _C._whole_capacity(t, dims[0], size)
-                continue
+            if len(dims) == 1:
+                (d, k), = dims
+                capacity = capacity_of_storage(t, d)
+                if capacity is not None and capacity >= size + k:
+                    out[i] = _C._whole_capacity(t, d, capacity).narrow(d, 0, size + k)
+                    continue
             pad = [0] * (2 * t.dim())
-            for d in dims:
-                pad[2 * (t.dim() - 1 - d) + 1] = size - t.shape[d]
+            for d, k in dims:
+                pad[2 * (t.dim() - 1 - d) + 1] = size + k - t.shape[d]
             out[i] = torch.constant_pad_nd(t, pad, 0)
         return out
 
@@ -437,11 +500,12 @@ class BucketedGraph:
         the capacity arguments' memory order, so that both traces take the same paths (a strided
         view would make matmul copy where the capacity's dense input folds)."""
         out = list(capacity_args)
-        for i in v.int_inputs:
-            out[i] = size
+        for i, k in v.int_inputs:
+            out[i] = size + k
         for i, dims in _dims_by_input(v).items():
             t = capacity_args[i]
-            shape = [size if d in dims else n for d, n in enumerate(t.shape)]
+            sizes = dict(dims)
+            shape = [size + sizes[d] if d in sizes else n for d, n in enumerate(t.shape)]
             strides = [0] * t.dim()
             step = 1
             for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), t.shape[d])):
@@ -462,7 +526,7 @@ class BucketedGraph:
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             return NOT_TAKEN  # training graphs keep the per-shape path
         v, length = self._choose(args)
-        if v is None or length < 2:
+        if v is None or length + min([k for _, _, k in v.tensor_dims] + [k for _, k in v.int_inputs]) < 2:
             return NOT_TAKEN
         capacity = _C._bucket_for(length)
         capacity_args = self._resized(v, args, capacity, lambda t, d: _C._padded_capacity(t, d))
@@ -472,7 +536,7 @@ class BucketedGraph:
             if key in self.refused:
                 return NOT_TAKEN
             try:
-                entry = self._compile(graph(), v, args, length, capacity, capacity_args)
+                entry = self._compile(graph(), v, length, capacity, capacity_args)
             except NotBucketable as e:
                 self.refused[key] = str(e)
                 _stats.note_bucket_refusal(self.label, str(e))
@@ -483,11 +547,12 @@ class BucketedGraph:
         outs = fn(*capacity_args)
         return self._true_outputs(v, outs, length, capacity)
 
-    def _compile(self, gm, v, args, length, capacity, capacity_args):
+    def _compile(self, gm, v, length, capacity, capacity_args):
         # The true-size trace must differ from the capacity's: a length that is its bucket's own
         # is compared at the bucket's largest smaller size.
         probe = length if length < capacity else capacity - 1
-        if probe < 2 or _C._bucket_for(probe) != capacity:
+        smallest = min([k for _, _, k in v.tensor_dims] + [k for _, k in v.int_inputs])
+        if probe + smallest < 2 or _C._bucket_for(probe) != capacity:
             raise NotBucketable(f"no smaller size shares the bucket of {capacity}")
         true_graph = self.trace(gm, self._probe(v, capacity_args, probe))
         return self.compile_bucket(gm, capacity_args, true_graph, probe, capacity)
@@ -504,9 +569,10 @@ class BucketedGraph:
             whole = (len(dims) == 1 and t.storage_offset() == 0 and t.is_contiguous()
                      and t.untyped_storage().nbytes() == t.numel() * t.element_size())
             if whole and t.device.type == "tpu":
-                flat[i] = _C._as_padded_prefix(t, dims[0], length)
+                (d, k), = dims
+                flat[i] = _C._as_padded_prefix(t, d, length + k)
             else:
-                for d in dims:
-                    t = t.narrow(d, 0, length)
+                for d, k in dims:
+                    t = t.narrow(d, 0, length + k)
                 flat[i] = t
         return type(outs)(flat) if isinstance(outs, tuple) else flat

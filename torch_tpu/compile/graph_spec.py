@@ -271,12 +271,25 @@ class SpecWriter:
         else:
             outs = [self.new_value(val, f"output of {node.name}")]
             self.ids[node] = outs[0]
+        rule = rule_name(target)
+        if self.bucketing is not None and node in self.bucketing.appends:
+            # cat(padded, rows) over a bucket: rows written after the true rows (bucketed_graphs.py)
+            rule = "cat_at_length"
+            args = [args[0], args[1], ("ref", self.length_id), ("int", self.bucketing.appends[node])]
+        if self.bucketing is not None and node in self.bucketing.from_end:
+            # x[..., -n:] of a padded dim: read at a runtime start (bucketed_graphs.py)
+            dim, offset, rows = self.bucketing.from_end[node]
+            rule = "slice_at_length"
+            args = [args[0], ("int", dim), ("ref", self.length_id), ("int", offset), ("int", rows)]
         self.node_index[node] = len(self.nodes)
-        self.nodes.append((op_label(target), rule_name(target), source_line(node), args, outs,
+        self.nodes.append((op_label(target), rule, source_line(node), args, outs,
                            _is_random(target), _writes_first_arg(target)))
 
     def write(self):
         inputs, outputs = [], []
+        if self.bucketing is not None:  # the true length: the last input
+            self.length_id = len(self.values)
+            self.values.append((_C._scalar_type_index(torch.int64), [], []))
         position = 0
         for node in self.gm.graph.nodes:
             try:
@@ -329,8 +342,7 @@ class SpecWriter:
 
     def runtime_dim_entries(self, inputs):
         """(value id, dim, length id, offset) of every padded dim; the length is the last input."""
-        length = len(self.values)
-        self.values.append((_C._scalar_type_index(torch.int64), [], []))
+        length = self.length_id
         inputs.append(length)
         entries = set()
         for node, per_result in self.bucketing.padded.items():
