@@ -87,6 +87,42 @@ def test_scans_slices_from_the_start_and_a_row_prepended_are_exact():
     assert built <= len(buckets_of(sizes)), built
 
 
+def test_rows_from_the_end_are_read_at_the_true_length():
+    # x[-1] and x[-2:] of a padded dim read at a runtime start (a model's logits_to_keep=1).
+    def fn(x):
+        return x[-1] * 2, x[-2:].sum(0), x[:, -1]
+
+    sizes = [2, 3, 17, 127, 128, 129]
+    built = run_sizes(fn, sizes, lambda n: (neighbours_poisoned(n),))
+    assert built <= len(buckets_of(sizes)), built
+
+
+def test_an_append_to_a_padded_prefix_keeps_a_decode_loop_in_its_bucket():
+    """A decode step's cat([cache, new_row]): the row is written after the cache's true rows, the
+    result comes back as a padded prefix one row longer, and the next step reuses the bucket."""
+    def step(cache, row, mask):
+        cache = torch.cat([cache, row], dim=0)               # T + 1 rows
+        scores = (cache @ row.t()).squeeze(1).masked_fill(~mask, float("-inf"))
+        return cache, torch.softmax(scores, 0) @ cache        # attention over T + 1 rows
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="tpu", dynamic=True)
+    cache_cpu = neighbours_poisoned(5)
+    cache = padded_with_nan(cache_cpu)
+    graphs_before = graph_executables_built()
+    for t in range(30):
+        row = rand(1, 8, seed=t)
+        mask = torch.ones(cache_cpu.shape[0] + 1, dtype=torch.bool)
+        mask[t % 3] = False
+        with torch.no_grad():
+            cache, out = compiled(cache, row.to(DEV), mask.to(DEV))
+        cache_cpu, want = step(cache_cpu, row, mask)
+        torch.testing.assert_close(out.cpu(), want, equal_nan=True, msg=lambda m: f"step {t}: {m}")
+        torch.testing.assert_close(cache.cpu(), cache_cpu, equal_nan=True)
+    # 35 rows in bucket 128: a static first step, then one graph for the bucket (per shape: 30).
+    assert graph_executables_built() - graphs_before <= 3
+
+
 def test_a_mask_built_from_positions_is_gathered_exactly():
     # What Transformers' mask functions do: padding_mask[batch_idx, kv_idx] with kv_idx = arange.
     def fn(mask, x):
@@ -112,8 +148,7 @@ def test_a_mask_built_from_positions_is_gathered_exactly():
 
 
 @pytest.mark.parametrize("name,fn,reason", [
-    ("from the end", lambda x: x[-1] * 2, "from its end"),
-    ("last rows", lambda x: x[-3:].sum(0), "from its end"),
+    ("too far from the end", lambda x: x[-4:].sum(0), "more than its smallest true size"),
     ("mean", lambda x: x.mean(0), "count"),
     ("size as a value", lambda x: x.sum(0) / x.shape[0], "a value computed from the size"),
     ("flip", lambda x: x.flip(0).cumsum(0)[0], "not exact over padding"),

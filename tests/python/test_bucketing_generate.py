@@ -132,3 +132,28 @@ def test_qwen3_5_long_prompts_stay_exact(tmp_path_factory):
         with torch.no_grad():
             out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
         assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_generate_with_a_compiled_forward_compiles_nothing_per_request_once_warm(dynamic, tmp_path_factory):
+    """model.forward = torch.compile(model.forward): the prefill runs over its prompt's bucket
+    (the last token's logits read at a runtime start) and each decode step over its cache's
+    bucket (the new key and value written after the true rows), so requests of new lengths reuse
+    the bucket graphs; the per-shape path compiled a graph per request and per token."""
+    cpu_model, path = checkpoint("llama3", tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    torch._dynamo.reset()
+    model.forward = torch.compile(model.forward, backend="tpu", dynamic=dynamic)
+    kw = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    rng = random.Random(1)
+    compiles = []
+    for i in range(8):
+        length = rng.randint(3, 110)  # prompt and new tokens inside bucket 128
+        ids = ids_of(length, seed=100 + i)
+        mask = torch.ones_like(ids)
+        built = executables_built()
+        with torch.no_grad():
+            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
+        compiles.append(executables_built() - built)
+        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
+    assert sum(compiles[3:]) <= 1, compiles

@@ -334,14 +334,6 @@ def compare_traces(true_graph, capacity_graph, length, capacity):
     return Bucketing(padded, comparison.static_operands, comparison.appends, comparison.from_end)
 
 
-def _symbol_of(size):
-    """The sympy symbol a SymInt is, or None for a compound expression or a number."""
-    if not isinstance(size, torch.SymInt):
-        return None
-    expr = size.node.expr
-    return expr if getattr(expr, "is_Symbol", False) else None
-
-
 def _free_symbols(size):
     return set(size.node.expr.free_symbols) if isinstance(size, torch.SymInt) else set()
 
@@ -398,18 +390,19 @@ class BucketedGraph:
                 return None
             sizes = list(v.shape) if isinstance(v, torch.Tensor) else [v] if isinstance(v, torch.SymInt) else []
             for s in sizes:
-                sym = _symbol_of(s)
-                if sym is not None:
-                    symbols.add(sym)
+                free = _free_symbols(s)
+                if len(free) == 1 and _offset_from(s, next(iter(free))) is not None:
+                    symbols |= free  # L or L + k
                 else:
-                    compound |= _free_symbols(s)
+                    compound |= free
         output_values = [out.meta.get("example_value", out.meta.get("val")) if isinstance(out, torch.fx.Node) else out
                          for out in _flat(next(n for n in gm.graph.nodes if n.op == "output").args[0])]
         varying = {}
         for symbol in symbols - compound:
-            tensor_dims = [(i, d, 0) for i, v in enumerate(values) if isinstance(v, torch.Tensor)
-                           for d, s in enumerate(v.shape) if _symbol_of(s) == symbol]
-            int_inputs = [(i, 0) for i, v in enumerate(values) if isinstance(v, torch.SymInt) and _symbol_of(v) == symbol]
+            tensor_dims = [(i, d, _offset_from(s, symbol)) for i, v in enumerate(values) if isinstance(v, torch.Tensor)
+                           for d, s in enumerate(v.shape) if _offset_from(s, symbol) is not None]
+            int_inputs = [(i, _offset_from(v, symbol)) for i, v in enumerate(values)
+                          if isinstance(v, torch.SymInt) and _offset_from(v, symbol) is not None]
             outputs, exact = [], bool(tensor_dims)
             for value in output_values:
                 if not isinstance(value, torch.Tensor):
@@ -438,7 +431,8 @@ class BucketedGraph:
 
     @staticmethod
     def _value(v, args):
-        lengths = {args[i].shape[d] for i, d, _ in v.tensor_dims} | {int(args[i]) for i, _ in v.int_inputs}
+        """The symbol's value in this call (its dims hold value + k), None if they disagree."""
+        lengths = {args[i].shape[d] - k for i, d, k in v.tensor_dims} | {int(args[i]) - k for i, k in v.int_inputs}
         return lengths.pop() if len(lengths) == 1 else None
 
     def _choose(self, args):
@@ -452,6 +446,10 @@ class BucketedGraph:
                   if any(isinstance(args[i], torch.Tensor) and args[i].device.type == "tpu"
                          and _C._padded_capacity(args[i], d) is not None for i, d, _ in v.tensor_dims)}
         chosen = padded if padded else self.changed
+        if padded:  # sizes seen to change next to the padded ones join them (padded by a copy)
+            near = [values[sym] for sym in padded if values[sym] is not None]
+            chosen = padded | {sym for sym in self.changed if values[sym] is not None and near
+                               and max(near) - _MAX_SPREAD <= values[sym] <= min(near) + _MAX_SPREAD}
         sizes = [values[sym] for sym in chosen]
         if not chosen or None in sizes or max(sizes) - min(sizes) > _MAX_SPREAD:
             return None, None
