@@ -94,9 +94,14 @@ print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs)))
 """
 
 
+def child_env(bucketing):
+    """A child's environment: an empty executable cache, the bucketing policy, timing.py found."""
+    return dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
+                TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
+
+
 def run_compiled(path, device, bucketing, quick):
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
-               TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
+    env = child_env(bucketing)
     env.pop("TORCH_TPU_AOT_CHECK", None)
     requests = 12 if quick else REQUESTS
     out = subprocess.run([sys.executable, "-c", CHILD_COMPILED, path, device, str(requests)],
@@ -121,8 +126,7 @@ def print_requests(title, results, reference):
 
 
 def run(path, device, bucketing, quick):
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
-               TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
+    env = child_env(bucketing)
     if device == "tpu" and importlib.util.find_spec("libtpu"):
         env.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
     requests = 12 if quick else REQUESTS

@@ -16,6 +16,21 @@ transformers = pytest.importorskip("transformers")
 from test_transformers_families import checkpoint  # noqa: E402
 
 
+def generate_requests(model, cpu_model, lengths, first_seed, kw):
+    """generate() of one prompt per length on tpu and on the CPU, token-exact; returns the
+    executables each request built."""
+    compiles = []
+    for i, length in enumerate(lengths):
+        ids = ids_of(length, seed=first_seed + i)
+        mask = torch.ones_like(ids)
+        built = executables_built()
+        with torch.no_grad():
+            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
+        compiles.append(executables_built() - built)
+        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
+    return compiles
+
+
 @pytest.mark.parametrize("family", ["llama3", "qwen3"])
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(family, cache, tmp_path_factory):
@@ -26,20 +41,34 @@ def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(famil
         kw["cache_implementation"] = "static"
     rng = random.Random(0)
     lengths = [rng.randint(3, 400) for _ in range(12)]  # buckets 128, 256 and 512 in the first 4
-    compiles = []
-    for i, length in enumerate(lengths):
-        ids = ids_of(length, seed=i)
-        mask = torch.ones_like(ids)
-        built = executables_built()
-        with torch.no_grad():
-            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
-        compiles.append(executables_built() - built)
-        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
+    compiles = generate_requests(model, cpu_model, lengths, 0, kw)
     after_warm_up = compiles[4:]
     # A StaticCache request that reuses the cache compiles one executable: attention over the
     # cache's first L rows (Transformers slices them for an empty cache's prefill), which is an
     # exact view of the cache. One that reallocates a longer cache compiles ~8 (every op on it).
     assert sum(after_warm_up) / len(after_warm_up) <= 2, compiles
+
+
+def compiled_forward_graphs(family, prompts, dynamic, tmp_path_factory):
+    """Runs torch.compile(model, backend="tpu", dynamic=dynamic) on each (ids, mask) prompt
+    against the CPU model's logits; returns the graph executables compiled."""
+    from torch_tpu.compile import stats
+
+    cpu_model, path = checkpoint(family, tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tpu", dynamic=dynamic)
+    graphs_before = sum(e.compiles for e in list(stats.executables))
+    for ids, mask in prompts:
+        with torch.no_grad():
+            got = compiled(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), use_cache=False).logits
+            want = cpu_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        torch.testing.assert_close(got.cpu(), want, msg=lambda m: f"shape {tuple(ids.shape)}: {m}")
+    return sum(e.compiles for e in list(stats.executables)) - graphs_before
+
+
+def buckets_of(lengths):
+    return {torch_tpu._C._bucket_for(n) for n in lengths}
 
 
 @pytest.mark.parametrize("family,dynamic", [("llama3", True), ("qwen3", True), ("gemma3", True), ("gpt2", True),
@@ -51,22 +80,10 @@ def test_a_compiled_forward_over_ten_prompt_lengths_compiles_once_per_bucket(fam
     dynamic: one more."""
     from torch_tpu.compile import stats
 
-    cpu_model, path = checkpoint(family, tmp_path_factory)
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="tpu", dynamic=dynamic)
     lengths = [5, 17, 33, 64, 100, 127, 128, 129, 200, 255]
-    graphs_before = sum(e.compiles for e in list(stats.executables))
-    for length in lengths:
-        ids = ids_of(length, seed=length)
-        mask = torch.ones_like(ids)
-        with torch.no_grad():
-            got = compiled(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), use_cache=False).logits
-            want = cpu_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-        torch.testing.assert_close(got.cpu(), want, msg=lambda m: f"length {length}: {m}")
-    buckets = {torch_tpu._C._bucket_for(n) for n in lengths}
-    graphs = sum(e.compiles for e in list(stats.executables)) - graphs_before
-    assert graphs <= len(buckets) + (dynamic is None), (graphs, dict(stats.bucket_refusals))
+    prompts = [(ids, torch.ones_like(ids)) for ids in (ids_of(n, seed=n) for n in lengths)]
+    graphs = compiled_forward_graphs(family, prompts, dynamic, tmp_path_factory)
+    assert graphs <= len(buckets_of(lengths)) + (dynamic is None), (graphs, dict(stats.bucket_refusals))
 
 
 def test_a_compiled_prefill_hands_its_cache_to_eager_decoding(tmp_path_factory):
@@ -99,24 +116,16 @@ def test_a_compiled_forward_of_a_left_padded_batch_compiles_once_per_bucket(fami
     change; then one graph per bucket."""
     from torch_tpu.compile import stats
 
-    cpu_model, path = checkpoint(family, tmp_path_factory)
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="tpu", dynamic=True)
     lengths = [7, 19, 40, 90, 130, 150]
-    graphs_before = sum(e.compiles for e in list(stats.executables))
+    prompts = []
     for length in lengths:
         ids = torch.cat([ids_of(length, seed=length), ids_of(length, seed=length + 1)])
         mask = torch.ones_like(ids)
         mask[1, :length // 2] = 0
         ids[1, :length // 2] = 0
-        with torch.no_grad():
-            got = compiled(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), use_cache=False).logits
-            want = cpu_model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-        torch.testing.assert_close(got.cpu(), want, msg=lambda m: f"length {length}: {m}")
-    buckets = {torch_tpu._C._bucket_for(n) for n in lengths}
-    graphs = sum(e.compiles for e in list(stats.executables)) - graphs_before
-    assert graphs <= len(buckets) + 1, (graphs, dict(stats.bucket_refusals))
+        prompts.append((ids, mask))
+    graphs = compiled_forward_graphs(family, prompts, True, tmp_path_factory)
+    assert graphs <= len(buckets_of(lengths)) + 1, (graphs, dict(stats.bucket_refusals))
 
 
 def test_qwen3_5_long_prompts_stay_exact(tmp_path_factory):
@@ -125,13 +134,7 @@ def test_qwen3_5_long_prompts_stay_exact(tmp_path_factory):
     setStorage). Such views now take the exact path."""
     cpu_model, path = checkpoint("qwen3_5", tmp_path_factory)
     model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
-    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
-    for length in (200, 391):
-        ids = ids_of(length, seed=length)
-        mask = torch.ones_like(ids)
-        with torch.no_grad():
-            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
-        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
+    generate_requests(model, cpu_model, [200, 391], 0, dict(max_new_tokens=3, min_new_tokens=3, do_sample=False))
 
 
 @pytest.mark.parametrize("dynamic", [True, None])
@@ -146,14 +149,6 @@ def test_generate_with_a_compiled_forward_compiles_nothing_per_request_once_warm
     model.forward = torch.compile(model.forward, backend="tpu", dynamic=dynamic)
     kw = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False)
     rng = random.Random(1)
-    compiles = []
-    for i in range(8):
-        length = rng.randint(3, 110)  # prompt and new tokens inside bucket 128
-        ids = ids_of(length, seed=100 + i)
-        mask = torch.ones_like(ids)
-        built = executables_built()
-        with torch.no_grad():
-            out = model.generate(input_ids=ids.to(DEV), attention_mask=mask.to(DEV), **kw)
-        compiles.append(executables_built() - built)
-        assert torch.equal(out.cpu(), cpu_model.generate(input_ids=ids, attention_mask=mask, **kw)), length
+    lengths = [rng.randint(3, 110) for _ in range(8)]  # prompt and new tokens inside bucket 128
+    compiles = generate_requests(model, cpu_model, lengths, 100, kw)
     assert sum(compiles[3:]) <= 1, compiles
