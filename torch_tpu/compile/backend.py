@@ -15,7 +15,8 @@ from . import graph_spec as _spec
 from . import stats as _stats
 from .compiled_graph import CompiledGraph, lift_constants
 from .fused_attention import DECOMPOSITIONS as FUSED_ATTENTION
-from .bucketed_graphs import BucketedGraph, Bucketing, NotBucketable, compare_traces
+from .bucketed_graphs import BucketedGraph
+from .trace_comparison import Bucketing, NotBucketable, compare_traces
 from .dynamic_shapes import SpecializedPerShape, has_symbolic_shapes
 from .partition import split_unsupported
 

@@ -102,7 +102,7 @@ def unsupported_reason(node):
         return f"{op_label(node.target)} is not an ATen operator"
     if not rule_name(node.target):
         return f"{op_label(node.target)} has no lowering rule"
-    for value in _flat_vals(node.meta.get("val")):
+    for value in flat_values(node.meta.get("val")):
         if value is not None and not isinstance(value, torch.Tensor):
             return f"{op_label(node.target)} returns {type(value).__name__} (data-dependent or symbolic)"
         if isinstance(value, torch.Tensor) and value.device.type not in ("tpu", "meta") and not node.meta.get(_LIFTED):
@@ -115,13 +115,13 @@ def unsupported_reason(node):
 
 
 def _on_device(node):
-    values = [v for v in _flat_vals(node.meta.get("val")) if isinstance(v, torch.Tensor)]
+    values = [v for v in flat_values(node.meta.get("val")) if isinstance(v, torch.Tensor)]
     return bool(values) and all(v.device.type == "tpu" for v in values)
 
 
 def _host_scalars(node):
     return all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0
-               for v in _flat_vals(node.meta.get("val")))
+               for v in flat_values(node.meta.get("val")))
 
 
 def lift_host_scalar_math(gm: torch.fx.GraphModule):
@@ -143,7 +143,7 @@ def lift_host_scalar_math(gm: torch.fx.GraphModule):
                 continue
             if _is_random(node.target) or _writes_first_arg(node.target):
                 continue
-            tensor_args = [a for a in _flat_vals(list(node.args) + list(node.kwargs.values()))
+            tensor_args = [a for a in flat_values(list(node.args) + list(node.kwargs.values()))
                            if isinstance(a, torch.fx.Node)]
             if not all(_host_scalars(a) or _on_device(a) for a in tensor_args):
                 continue
@@ -151,12 +151,12 @@ def lift_host_scalar_math(gm: torch.fx.GraphModule):
             node.meta[_LIFTED] = True
 
 
-def _flat_vals(val):
+def flat_values(val):
     """Nested lists/tuples (multi-output values, a graph's outputs) as one flat list."""
     if isinstance(val, (list, tuple)):
         out = []
         for v in val:
-            out.extend(_flat_vals(v))
+            out.extend(flat_values(v))
         return out
     return [val]
 
@@ -319,7 +319,7 @@ class SpecWriter:
                     else:
                         self.add_node(node)
                 elif node.op == "output":
-                    for position, out in enumerate(_flat_vals(node.args[0])):
+                    for position, out in enumerate(flat_values(node.args[0])):
                         if isinstance(out, (int, float, bool)) and not isinstance(out, torch.fx.Node):
                             # A number the graph returns (the new value of a Python int attribute
                             # the traced code updates, specialised for this executable).
@@ -360,7 +360,7 @@ def graph_device(gm: torch.fx.GraphModule):
     CPU can still compute on the tpu (it moves them there itself, e.g. a RoPE table kept on the
     CPU and moved with .to(device) inside the compiled region)."""
     for node in gm.graph.nodes:
-        for value in _flat_vals(node.meta.get("val")):
+        for value in flat_values(node.meta.get("val")):
             if isinstance(value, torch.Tensor) and value.device.type == "tpu":
                 return value.device
     return None
