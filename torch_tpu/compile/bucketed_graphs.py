@@ -36,6 +36,10 @@ def _offset_from(size, symbol):
     return int(rest) if rest.is_Integer else None
 
 
+# A graph refused this often keeps the per-shape path without tracing twice more: its refusals
+# are structural (an op, a form), and each try costs two traces.
+_MAX_REFUSALS = 3
+
 # Sizes bucketed together may differ by at most this much (a KV cache of T rows and an attention
 # mask of T + 1 in a decode step).
 _MAX_SPREAD = 16
@@ -93,7 +97,9 @@ class BucketedGraph:
                            for d, s in enumerate(v.shape) if _offset_from(s, symbol) is not None]
             int_inputs = [(i, _offset_from(v, symbol)) for i, v in enumerate(values)
                           if isinstance(v, torch.SymInt) and _offset_from(v, symbol) is not None]
-            outputs, exact = [], bool(tensor_dims)
+            # A symbol only ints carry (a cache's Python length attribute) can join the sizes a
+            # padded input carries when it changes with them.
+            outputs, exact = [], bool(tensor_dims or int_inputs)
             for value in output_values:
                 if not isinstance(value, torch.Tensor):
                     # A size the graph returns would read the capacity.
@@ -221,7 +227,7 @@ class BucketedGraph:
         key = (tuple(v.tensor_dims), tuple(v.int_inputs), numbers) + self._key(capacity_args)
         entry = self.compiled.get(key)
         if entry is None:
-            if key in self.refused:
+            if key in self.refused or len(self.refused) >= _MAX_REFUSALS:
                 return NOT_TAKEN
             try:
                 entry = self._compile(graph(), v, length, capacity, capacity_args)
