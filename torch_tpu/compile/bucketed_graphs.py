@@ -97,9 +97,9 @@ class BucketedGraph:
                            for d, s in enumerate(v.shape) if _offset_from(s, symbol) is not None]
             int_inputs = [(i, _offset_from(v, symbol)) for i, v in enumerate(values)
                           if isinstance(v, torch.SymInt) and _offset_from(v, symbol) is not None]
-            # A symbol only ints carry (a cache's Python length attribute) can join the sizes a
-            # padded input carries when it changes with them.
-            outputs, exact = [], bool(tensor_dims or int_inputs)
+            # A symbol only ints carry is not a size here (an input's stride is one: it is the
+            # bucket's capacity), so it stays specialised per value.
+            outputs, exact = [], bool(tensor_dims)
             for value in output_values:
                 if not isinstance(value, torch.Tensor):
                     # A size the graph returns would read the capacity.
