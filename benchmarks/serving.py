@@ -27,19 +27,24 @@ import time
 REQUESTS, NEW = 32, 8
 LENGTHS = (65, 100, 200, 300, 400, 512)
 
-CHILD = r"""
+# What both children start with: the model from argv[1] on argv[2], and the executables built.
+CHILD_PROLOGUE = r"""
 import json, os, random, sys
 import torch, transformers
 import torch_tpu, torch_tpu.aot
 sys.path.insert(0, os.environ["TORCH_TPU_BENCHMARKS"])
 import timing
-path, device, requests, new, lengths = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+path, device = sys.argv[1], sys.argv[2]
 model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=device).eval()
 vocab = model.config.vocab_size
-rng = random.Random(0)
 def built():
     s = torch_tpu._C._cache_stats(); return s["compiles"] + s["disk_hits"]
 times, compiles, outputs = [], [], []
+"""
+
+CHILD = CHILD_PROLOGUE + r"""
+requests, new, lengths = int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+rng = random.Random(0)
 for i in range(requests):
     n = rng.randint(3, 400)
     ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(i))
@@ -67,20 +72,10 @@ print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs, prefill=p
 """
 
 # Scoring requests through a compiled forward: one graph call per request.
-CHILD_COMPILED = r"""
-import json, os, random, sys
-import torch, transformers
-import torch_tpu
-sys.path.insert(0, os.environ["TORCH_TPU_BENCHMARKS"])
-import timing
-path, device, requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
-model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=device).eval()
+CHILD_COMPILED = CHILD_PROLOGUE + r"""
+requests = int(sys.argv[3])
 forward = torch.compile(model, backend="tpu", dynamic=True) if device == "tpu" else model
-vocab = model.config.vocab_size
 rng = random.Random(1)
-def built():
-    s = torch_tpu._C._cache_stats(); return s["compiles"] + s["disk_hits"]
-times, compiles, outputs = [], [], []
 for i in range(requests):
     n = rng.randint(3, 400)
     ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(100 + i))

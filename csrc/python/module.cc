@@ -117,9 +117,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_bucketing_enabled", []() { return bucketing_enabled() && growing_dims_enabled(); });
   m.def("_bucketing_kind", &bucketing_kind);
   m.def("_padded_capacity", [](const at::Tensor& t, int64_t dim) -> std::optional<int64_t> {
-    if (!t.defined() || !t.is_privateuseone() || dim < 0 || dim >= t.dim() || !storage_buffer(t).growable) {
-      return std::nullopt;
-    }
     std::optional<Spare> s = spare_rows(t);
     if (s && s->dim == dim) return s->capacity;
     return std::nullopt;

@@ -24,6 +24,12 @@ from .trace_comparison import NotBucketable
 NOT_TAKEN = object()
 
 
+def input_key(args):
+    """What an executable of a graph depends on in its arguments (the per-shape path's key too)."""
+    return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type, a.requires_grad)
+                 if isinstance(a, torch.Tensor) else (type(a).__name__, a) for a in args)
+
+
 def _free_symbols(size):
     return set(size.node.expr.free_symbols) if isinstance(size, torch.SymInt) else set()
 
@@ -208,10 +214,6 @@ class BucketedGraph:
             out[i] = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
         return out
 
-    def _key(self, args):
-        return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type)
-                     if isinstance(a, torch.Tensor) else (type(a).__name__, a) for a in args)
-
     def call(self, args, numbers=(), graph=None):
         """The outputs of the bucket's graph for `args`, or NOT_TAKEN. `numbers`: the values of
         the graph's .item() reads, `graph()` the Dynamo graph with them in place."""
@@ -224,7 +226,7 @@ class BucketedGraph:
             return NOT_TAKEN
         capacity = _C._bucket_for(length)
         capacity_args = self._resized(v, args, capacity, lambda t, d: _C._padded_capacity(t, d))
-        key = (tuple(v.tensor_dims), tuple(v.int_inputs), numbers) + self._key(capacity_args)
+        key = (tuple(v.tensor_dims), tuple(v.int_inputs), numbers) + input_key(capacity_args)
         entry = self.compiled.get(key)
         if entry is None:
             if key in self.refused or len(self.refused) >= _MAX_REFUSALS:

@@ -26,11 +26,6 @@ def has_symbolic_shapes(gm):
     return False
 
 
-def _input_key(args):
-    return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type, a.requires_grad)
-                 if isinstance(a, torch.Tensor) else (type(a).__name__, a) for a in args)
-
-
 def _reads_number(node):
     return ((node.op == "call_method" and node.target == "item")
             or (node.op == "call_function" and node.target in (torch.ops.aten._local_scalar_dense.default,
@@ -80,7 +75,7 @@ class SpecializedPerShape:
             outputs = self.bucketed.call(args, numbers, lambda: self._graph_with(numbers, args))
             if outputs is not _bucketed.NOT_TAKEN:
                 return outputs
-        key = _input_key(args) + numbers
+        key = _bucketed.input_key(args) + numbers
         fn = self.compiled.get(key)
         if fn is None:
             if self.last_key is not None:

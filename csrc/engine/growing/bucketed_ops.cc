@@ -246,9 +246,6 @@ std::optional<std::string> bucketing_kind(const std::string& name) {
 
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled()) return false;
-  const std::string name = full_name(op.operator_name());
-  Bucketing kind = bucketed_ops().at(name);
-  if (op.schema().is_mutable() && kind != Bucketing::Scatter) return false;
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
   std::vector<Padded> padded;
@@ -258,7 +255,10 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     }
     return false;
   });
-  if (padded.empty()) return false;
+  if (padded.empty()) return false;  // the common case: decided before the op's name is built
+  const std::string name = full_name(op.operator_name());
+  Bucketing kind = bucketed_ops().at(name);
+  if (op.schema().is_mutable() && kind != Bucketing::Scatter) return false;
   // One length and capacity for the call (q and k of one attention); others take the exact path.
   for (const Padded& p : padded) {
     if (p.spare.length != padded[0].spare.length || p.spare.capacity != padded[0].spare.capacity) return false;
