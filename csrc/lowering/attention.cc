@@ -273,5 +273,10 @@ Registrar registrar({
     {"_scaled_dot_product_flash_attention_for_cpu_backward", attention_backward},
 });
 
+// Attention over padded keys: the padder masks the scores' softmax.
+const PaddedOperandsRegistrar padded_operands({
+    {"_scaled_dot_product_flash_attention_for_cpu", PaddedOperands::Exact},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

@@ -26,5 +26,10 @@ const Registrar registrar({
     {"clone", clone},
 });
 
+// A contiguous copy is a padded prefix only with size-1 dims before the padded one.
+const PaddedOperandsRegistrar padded_operands({
+    {"clone", PaddedOperands::Contiguous},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

@@ -588,5 +588,13 @@ const Registrar registrar({
     {"masked_scatter", masked_scatter},
 });
 
+// Gathers of padded indices from exact rows (an index past the length must raise, not read a
+// spare row), and index_copy of padded rows into an exact destination.
+const PaddedOperandsRegistrar padded_operands({
+    {"embedding", PaddedOperands::IndicesOnly},
+    {"index_select", PaddedOperands::IndicesOnly},
+    {"index_copy", PaddedOperands::Scatter},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

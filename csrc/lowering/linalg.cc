@@ -254,5 +254,14 @@ const Registrar registrar({
     {"vdot", [](Context& c) { return dot_or_vdot(c, true); }},
 });
 
+// Contractions over a padded dim are masked by the padder.
+const PaddedOperandsRegistrar padded_operands({
+    {"mm", PaddedOperands::Exact},
+    {"bmm", PaddedOperands::Exact},
+    {"addmm", PaddedOperands::Exact},
+    {"baddbmm", PaddedOperands::Exact},
+    {"mv", PaddedOperands::Exact},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

@@ -281,5 +281,11 @@ const Registrar registrar({
     {"native_dropout_backward", native_dropout_backward},
 });
 
+// Softmax over a padded dim: the padder masks its max and sum.
+const PaddedOperandsRegistrar padded_operands({
+    {"_softmax", PaddedOperands::Exact},
+    {"_log_softmax", PaddedOperands::Exact},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

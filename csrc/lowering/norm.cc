@@ -246,5 +246,10 @@ const Registrar registrar({
     {"native_group_norm_backward", native_group_norm_backward},
 });
 
+// Layer norm divides by the normalized extent: exact while the padded dim is not normalized.
+const PaddedOperandsRegistrar padded_operands({
+    {"native_layer_norm", PaddedOperands::KeepsDim},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

@@ -384,5 +384,32 @@ const Registrar registrar({
     {"all.out", logical_reduce("and", 1)},
 });
 
+// Reductions along a padded dim are masked by the padder; mean, var, std and vector norms divide
+// by the static extent, so they take a padded operand only where the padded dim is kept. cumsum
+// is a prefix scan; sum/all/any of every element mask the spare rows with their identity.
+const PaddedOperandsRegistrar padded_operands({
+    {"sum.dim_IntList", PaddedOperands::Exact},
+    {"amax", PaddedOperands::Exact},
+    {"amin", PaddedOperands::Exact},
+    {"max.dim", PaddedOperands::Exact},
+    {"min.dim", PaddedOperands::Exact},
+    {"any.dim", PaddedOperands::Exact},
+    {"any.dims", PaddedOperands::Exact},
+    {"all.dim", PaddedOperands::Exact},
+    {"all.dims", PaddedOperands::Exact},
+    {"logsumexp", PaddedOperands::Exact},
+    {"prod.dim_int", PaddedOperands::Exact},
+    {"cumsum", PaddedOperands::Prefix},
+    {"mean.dim", PaddedOperands::KeepsDim},
+    {"var.correction", PaddedOperands::KeepsDim},
+    {"std.correction", PaddedOperands::KeepsDim},
+    {"var_mean.correction", PaddedOperands::KeepsDim},
+    {"std_mean.correction", PaddedOperands::KeepsDim},
+    {"linalg_vector_norm", PaddedOperands::KeepsDim},
+    {"sum", PaddedOperands::FullReduction},
+    {"all", PaddedOperands::FullReduction},
+    {"any", PaddedOperands::FullReduction},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

@@ -14,6 +14,10 @@ std::set<std::string>& graph_only() {
   static std::set<std::string> names;
   return names;
 }
+std::map<std::string, PaddedOperands>& padded_table() {
+  static std::map<std::string, PaddedOperands> kinds;
+  return kinds;
+}
 }  // namespace
 
 const Arg& Context::arg(size_t i) const {
@@ -35,6 +39,27 @@ void register_graph_rule(const std::string& op_name, Rule rule) {
 }
 
 bool is_graph_only_rule(const std::string& op_name) { return graph_only().count(op_name) > 0; }
+
+void declare_padded_operands(const std::string& rule_name, PaddedOperands how) { padded_table()[rule_name] = how; }
+
+std::optional<PaddedOperands> padded_operands(const std::string& rule_name) {
+  auto it = padded_table().find(rule_name);
+  if (it == padded_table().end()) return std::nullopt;
+  return it->second;
+}
+
+const char* padded_operands_name(PaddedOperands how) {
+  switch (how) {
+    case PaddedOperands::Exact: return "exact";
+    case PaddedOperands::KeepsDim: return "keeps_dim";
+    case PaddedOperands::IndicesOnly: return "indices_only";
+    case PaddedOperands::Contiguous: return "contiguous";
+    case PaddedOperands::Prefix: return "prefix";
+    case PaddedOperands::Scatter: return "scatter";
+    case PaddedOperands::FullReduction: return "full_reduction";
+  }
+  return "";
+}
 
 void require_dtype(bool supported, const std::string& op, DType t) {
   if (!supported) throw InvalidCall("\"" + op + "\" not implemented for '" + hlo::torch_name(t) + "'", true);

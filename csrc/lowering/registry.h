@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -96,6 +97,33 @@ std::vector<std::string> registered_ops();  // sorted
 // in-place variants map to their functional rule), or "" if none.
 std::string rule_for(const std::string& name, const std::string& overload);
 
+// How a rule takes operands padded along one dim: a bucket's whole capacity with the true
+// length a runtime size, which XLA's dynamic padder masks in every reduction and contraction over
+// the dim (bounded dynamism, docs/bucketing.md). Declared beside the rule by its author, who knows
+// whether it is exact there; eager calls (engine/growing/bucketed_ops.cc) and graphs compiled per
+// bucket (torch_tpu/compile/trace_comparison.py) read it. Undeclared rules take the exact path.
+enum class PaddedOperands {
+  Exact,          // exact under the padder wherever the padded dim goes
+  KeepsDim,       // exact only while the padded dim survives in every result (divides by a count)
+  IndicesOnly,    // a gather: only its index operand may be padded
+  Contiguous,     // clone(memory_format=contiguous): only where a padded prefix is contiguous
+  // A prefix scan along the padded dim: exact over the capacity without a runtime size (a row
+  // reads only the rows before it), and run without one, as the scan's rule slices and pads along
+  // the dim, which the oldest plugin's dynamic padder gets wrong (PJRT 0.81: a cumsum of 300 rows
+  // in a bucket of 320 restarted at row 256).
+  Prefix,
+  // A write of padded rows into an exact destination at padded positions (a StaticCache's
+  // index_copy_ of a prompt's keys at its cache positions): the padder drops the updates past the
+  // length, whatever the spare positions hold. Only the destination must not be padded.
+  Scatter,
+  // A reduction of every element: the rows past the length become the reduction's identity first.
+  FullReduction,
+};
+void declare_padded_operands(const std::string& rule_name, PaddedOperands how);
+std::optional<PaddedOperands> padded_operands(const std::string& rule_name);
+// "exact", "keeps_dim", ... as the compiled-graph side names the kinds.
+const char* padded_operands_name(PaddedOperands how);
+
 // Registers rules at static-initialization time: `static Registrar r({{"add.Tensor", fn}, ...});`
 struct Registrar {
   Registrar(std::initializer_list<std::pair<const char*, Rule>> rules) {
@@ -106,6 +134,13 @@ struct Registrar {
 struct GraphRegistrar {
   GraphRegistrar(std::initializer_list<std::pair<const char*, Rule>> rules) {
     for (const auto& [name, rule] : rules) register_graph_rule(name, rule);
+  }
+};
+
+// Declares how rules take padded operands: `static PaddedOperandsRegistrar p({{"mm", ...}});`
+struct PaddedOperandsRegistrar {
+  PaddedOperandsRegistrar(std::initializer_list<std::pair<const char*, PaddedOperands>> rules) {
+    for (const auto& [name, how] : rules) declare_padded_operands(name, how);
   }
 };
 

@@ -165,5 +165,10 @@ const Registrar registrar({
     {"constant_pad_nd", constant_pad_nd},
 });
 
+// cat: padded operands keep their spare rows in the result's capacity.
+const PaddedOperandsRegistrar padded_operands({
+    {"cat", PaddedOperands::Exact},
+});
+
 }  // namespace
 }  // namespace tpu::lowering

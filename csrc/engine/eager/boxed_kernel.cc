@@ -114,15 +114,17 @@ class LoweredOpKernel final : public c10::OperatorKernel {
   OverCapacityFn over_capacity_;
 };
 
-// The growing-dim path of an op without an adapter.
-OverCapacityFn growth_path(const c10::OperatorName& name, const std::string& full) {
+// The growing-dim path of an op without an adapter: pointwise ops by their tag, the others by
+// how their rule declares it takes padded operands (lowering::PaddedOperands).
+OverCapacityFn growth_path(const c10::OperatorName& name, const std::string& rule) {
   auto handle = c10::Dispatcher::singleton().findSchema(name);
   if (handle && takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
     return &pointwise_over_capacity;
   }
-  if (full == "sum" || full == "all" || full == "any") return &reduction_over_capacity;
-  if (takes_bucketed_path(name)) return &runs_over_capacity;
-  return nullptr;
+  std::optional<lowering::PaddedOperands> how = lowering::padded_operands(rule);
+  if (!how) return nullptr;
+  if (*how != lowering::PaddedOperands::FullReduction) return &runs_over_capacity;
+  return handle && !handle->schema().is_mutable() ? &reduction_over_capacity : nullptr;
 }
 
 const bool g_kernel_installed = (install_lowered_kernel(&run_op), true);
@@ -150,7 +152,7 @@ std::vector<std::string> register_lowered_ops() {
       std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       const OpAdapter* adapter = find_adapter(name);
       PrepareFn prepare = adapter != nullptr ? adapter->prepare : nullptr;
-      OverCapacityFn over_capacity = adapter != nullptr ? adapter->over_capacity : growth_path(name, full);
+      OverCapacityFn over_capacity = adapter != nullptr ? adapter->over_capacity : growth_path(name, rule);
       auto kernel = prepare == nullptr && over_capacity == nullptr
                         ? torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>()
                         : torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweredOpKernel>(prepare, over_capacity));

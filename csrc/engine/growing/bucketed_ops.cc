@@ -11,12 +11,10 @@
 // other becomes a padded prefix again; any other difference (a reshape that mixes the dim into
 // another) leaves the call to the exact path.
 //
-// Only ops whose rules are exact under the padder are taken: contractions, reductions built on
-// stablehlo.reduce, softmax, cumulative sums (over the capacity, no runtime size: a prefix scan
-// needs no mask), row-wise gathers of padded indices, and the ops
-// that divide by a count (mean, var, norms) only where the padded dim is not reduced (their
-// rules divide by the static extent). Never in-place or out= ops (but index_copy_ into an exact
-// destination), RNG, sort or flips.
+// Only ops whose rules declare how they take padded operands (lowering/registry.h, beside each
+// rule: contractions, reductions built on stablehlo.reduce, softmax, prefix scans, row-wise
+// gathers of padded indices, counts only where the padded dim is kept). Never in-place or out=
+// ops (but index_copy_ into an exact destination), RNG, sort or flips.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -31,63 +29,17 @@
 #include "engine/compile/metrics.h"
 #include "engine/device/storage.h"
 #include "engine/growing/growing_dims.h"
+#include "lowering/registry.h"
 
 namespace tpu::engine {
 namespace {
 
-enum class Bucketing {
-  Exact,         // the rule is exact under the padder wherever the padded dim goes
-  KeepsDim,      // exact only while the padded dim survives in every result (counts)
-  IndicesOnly,   // a gather: only its index operand may be padded
-  Contiguous,    // clone(memory_format=contiguous): only where a padded prefix is contiguous
-  // A prefix scan along the padded dim: exact over the capacity without a runtime size (a row
-  // reads only the rows before it), and run without one, as the scan's rule slices and pads
-  // along the dim, which the oldest plugin's dynamic padder gets wrong (PJRT 0.81: a cumsum of
-  // 300 rows in a bucket of 320 restarted at row 256).
-  Prefix,
-  // A write of padded rows into an exact destination at padded positions (a StaticCache's
-  // index_copy_ of a prompt's keys at its cache positions): the padder drops the updates past
-  // the length, whatever the spare positions hold. Only the destination must not be padded.
-  Scatter,
-};
+using lowering::PaddedOperands;
 
-const std::unordered_map<std::string, Bucketing>& bucketed_ops() {
-  static const std::unordered_map<std::string, Bucketing> ops = {
-      {"mm", Bucketing::Exact},
-      {"bmm", Bucketing::Exact},
-      {"addmm", Bucketing::Exact},
-      {"baddbmm", Bucketing::Exact},
-      {"mv", Bucketing::Exact},
-      {"_scaled_dot_product_flash_attention_for_cpu", Bucketing::Exact},
-      {"sum.dim_IntList", Bucketing::Exact},
-      {"amax", Bucketing::Exact},
-      {"amin", Bucketing::Exact},
-      {"max.dim", Bucketing::Exact},
-      {"min.dim", Bucketing::Exact},
-      {"any.dim", Bucketing::Exact},
-      {"any.dims", Bucketing::Exact},
-      {"all.dim", Bucketing::Exact},
-      {"all.dims", Bucketing::Exact},
-      {"logsumexp", Bucketing::Exact},
-      {"_softmax", Bucketing::Exact},
-      {"_log_softmax", Bucketing::Exact},
-      {"cumsum", Bucketing::Prefix},
-      {"prod.dim_int", Bucketing::Exact},
-      {"cat", Bucketing::Exact},
-      {"mean.dim", Bucketing::KeepsDim},
-      {"var.correction", Bucketing::KeepsDim},
-      {"std.correction", Bucketing::KeepsDim},
-      {"var_mean.correction", Bucketing::KeepsDim},
-      {"std_mean.correction", Bucketing::KeepsDim},
-      {"native_layer_norm", Bucketing::KeepsDim},
-      {"linalg_vector_norm", Bucketing::KeepsDim},
-      {"clone", Bucketing::Contiguous},
-      {"embedding", Bucketing::IndicesOnly},
-      {"index_select", Bucketing::IndicesOnly},
-      {"index_copy_", Bucketing::Scatter},
-      {"index_copy", Bucketing::Scatter},
-  };
-  return ops;
+// How the op's rule takes padded operands, declared beside the rule (lowering/registry.h).
+std::optional<PaddedOperands> padded_operands_of(const c10::OperatorName& name) {
+  std::string rule = lowering::rule_for(name.name.substr(6), name.overload_name);
+  return rule.empty() ? std::nullopt : lowering::padded_operands(rule);
 }
 
 // "aten::sum" overload "dim_IntList" -> "sum.dim_IntList", as the list names ops.
@@ -228,20 +180,12 @@ void mark_dynamic(const at::Tensor& t, int64_t dim) {
   adopt_padded_storage(t, at::constant_pad_nd(t, pad, 0).contiguous(), dim);
 }
 
-bool takes_bucketed_path(const c10::OperatorName& name) { return bucketed_ops().count(full_name(name)) != 0; }
-
 std::optional<std::string> bucketing_kind(const std::string& name) {
-  auto it = bucketed_ops().find(name);
-  if (it == bucketed_ops().end()) return std::nullopt;
-  switch (it->second) {
-    case Bucketing::Exact: return "exact";
-    case Bucketing::KeepsDim: return "keeps_dim";
-    case Bucketing::IndicesOnly: return "indices_only";
-    case Bucketing::Contiguous: return "contiguous";
-    case Bucketing::Prefix: return "prefix";
-    case Bucketing::Scatter: return "scatter";
-  }
-  return std::nullopt;
+  size_t dot = name.find('.');
+  std::string rule = lowering::rule_for(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
+  std::optional<PaddedOperands> how = rule.empty() ? std::nullopt : lowering::padded_operands(rule);
+  if (!how) return std::nullopt;
+  return lowering::padded_operands_name(*how);
 }
 
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -257,15 +201,17 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   });
   if (padded.empty()) return false;  // the common case: decided before the op's name is built
   const std::string name = full_name(op.operator_name());
-  Bucketing kind = bucketed_ops().at(name);
-  if (op.schema().is_mutable() && kind != Bucketing::Scatter) return false;
+  std::optional<PaddedOperands> how = padded_operands_of(op.operator_name());
+  if (!how || *how == PaddedOperands::FullReduction) return false;
+  const PaddedOperands kind = *how;
+  if (op.schema().is_mutable() && kind != PaddedOperands::Scatter) return false;
   // One length and capacity for the call (q and k of one attention); others take the exact path.
   for (const Padded& p : padded) {
     if (p.spare.length != padded[0].spare.length || p.spare.capacity != padded[0].spare.capacity) return false;
   }
   const int64_t length = padded[0].spare.length, capacity = padded[0].spare.capacity;
   if (refused(name, *stack, first, padded)) return false;
-  if (kind == Bucketing::IndicesOnly || kind == Bucketing::Scatter) {
+  if (kind == PaddedOperands::IndicesOnly || kind == PaddedOperands::Scatter) {
     // embedding(weight, indices), index_select(self, dim, index): the gathered rows' operand is
     // never padded (an index past the length must raise, not read a spare row); index_copy's
     // destination is never padded.
@@ -274,7 +220,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot == source) return false;
     }
   }
-  if (kind == Bucketing::Contiguous) {
+  if (kind == PaddedOperands::Contiguous) {
     const c10::IValue& format = (*stack)[first + 1];
     if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
   }
@@ -293,10 +239,10 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (dim >= 0 || e[d] != length || c[d] != capacity) return false;  // not a padded prefix
       dim = static_cast<int64_t>(d);
     }
-    if (dim < 0 && kind == Bucketing::KeepsDim) return false;  // a count over the padded dim
+    if (dim < 0 && kind == PaddedOperands::KeepsDim) return false;  // a count over the padded dim
     // A contiguous result (reshape's copy of attention's transposed output) can be a padded
     // prefix only with nothing but size-1 dims before the padded one (a batch of one).
-    if (kind == Bucketing::Contiguous && (dim < 0 || std::any_of(e.begin(), e.begin() + dim, [](int64_t x) { return x != 1; }))) {
+    if (kind == PaddedOperands::Contiguous && (dim < 0 || std::any_of(e.begin(), e.begin() + dim, [](int64_t x) { return x != 1; }))) {
       return false;
     }
     result_dims.push_back(dim);
@@ -310,7 +256,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot != slot || p.elem != elem) continue;
       t = whole_capacity(t, p.spare.dim, capacity);
       keep_alive.push_back(t);
-      if (kind != Bucketing::Prefix) sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+      if (kind != PaddedOperands::Prefix) sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
       return true;
     }
     return false;

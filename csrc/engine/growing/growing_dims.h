@@ -78,12 +78,12 @@ bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
 bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // bucketed_ops.cc: the op's rule over every padded operand's whole capacity, the length a
-// runtime size that XLA masks with; for the ops takes_bucketed_path lists.
+// runtime size that XLA masks with; for the rules that declare how they take padded operands
+// (lowering::PaddedOperands, beside each rule).
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-bool takes_bucketed_path(const c10::OperatorName& name);
-// How the op ("sum.dim_IntList") takes padded operands, as compiled graphs that run per bucket
-// read it (torch_tpu/compile/bucketed_graphs.py): "exact", "keeps_dim" (exact while the padded
-// dim survives in every result), "indices_only", "contiguous", "prefix"; nullopt: not listed.
+// That declaration for ATen op `name` ("sum.dim_IntList", "index_copy_"), as compiled graphs
+// that run per bucket read it (torch_tpu/compile/trace_comparison.py): "exact", "keeps_dim",
+// "indices_only", "contiguous", "prefix", "scatter", "full_reduction"; nullopt: none.
 std::optional<std::string> bucketing_kind(const std::string& name);
 
 // Per capacity: calls run over it, the compiles they caused, and the rows they held (true rows

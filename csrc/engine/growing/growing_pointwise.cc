@@ -73,7 +73,7 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   return true;
 }
 
-// Registered for sum, all and any (default overloads) only (engine/eager/boxed_kernel.cc).
+// For the rules that declare PaddedOperands::FullReduction (sum, all and any of every element).
 bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t num_args = op.schema().arguments().size();
   c10::IValue& self_value = (*stack)[stack->size() - num_args];
