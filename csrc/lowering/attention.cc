@@ -222,10 +222,14 @@ std::vector<Value> attention_forward(Context& c) {
     m = mul(b, m, constant(b, scale, acc, m.shape()));
     s = mul(b, s, constant(b, scale, acc, s.shape()));  // fuses into the exponential below
   }
-  Value dead = compare(b, m, constant(b, -kInf, acc, m.shape()), Direction::EQ);
-  Value m_safe = select(b, dead, zeros(b, m.type), m);
+  Value max_is_minus_inf = compare(b, m, constant(b, -kInf, acc, m.shape()), Direction::EQ);
+  Value m_safe = select(b, max_is_minus_inf, zeros(b, m.type), m);
   Value p = unary(b, Unary::Exponential, sub(b, s, keep_dims(b, m_safe, s.shape())));
   Value l = reduce(b, p, {col}, "add");
+  // A row is dead when masking left nothing. The max can also be -inf for a row of NaN and
+  // masked scores (stablehlo.maximum on XLA:CPU drops a NaN); its sum is NaN, and the row is NaN
+  // as on the CPU, not 0.
+  Value dead = binary(b, Binary::And, max_is_minus_inf, compare(b, l, l, Direction::EQ));
   Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, Ev]
   o = div(b, o, keep_dims(b, l, o.shape()));
   o = select(b, keep_dims(b, dead, o.shape()), zeros(b, o.type), o);

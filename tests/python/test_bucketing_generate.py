@@ -1,7 +1,8 @@
 """Bounded dynamism at the model level (docs/bucketing.md): generate() with random prompt lengths
 compiles (almost) nothing once its buckets are warm, token-exact against the CPU (issue 27's
-acceptance, for the families the bucketing covers today: a batch of one, prefill attention
-without a materialised mask)."""
+acceptance, for the families the bucketing covers today: a batch of one; prefill attention
+with is_causal or with a mask built from the prompt's positions, such as Gemma 3's sliding
+window)."""
 import random
 
 import pytest
@@ -31,7 +32,7 @@ def generate_requests(model, cpu_model, lengths, first_seed, kw):
     return compiles
 
 
-@pytest.mark.parametrize("family", ["llama3", "qwen3"])
+@pytest.mark.parametrize("family", ["llama3", "qwen3", "gemma3"])
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(family, cache, tmp_path_factory):
     cpu_model, path = checkpoint(family, tmp_path_factory)

@@ -66,7 +66,8 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
 // whole capacity with the rows past the length masked out, so the module depends on the
 // capacity, not on the length. A mask must grow with them (generate()'s padded-batch mask, built
 // over the capacity by engine/growing); nullopt for other tensors and masks.
-std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(const at::Tensor& key,
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(const at::Tensor& query,
+                                                                             const at::Tensor& key,
                                                                              const at::Tensor& value,
                                                                              const std::optional<at::Tensor>& mask) {
   std::optional<int64_t> capacity = padded_capacity(key, 2);
@@ -77,15 +78,27 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   if (!mask.has_value() || !mask->defined()) {
     return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), valid);
   }
+  auto with_valid_keys = [&](const at::Tensor& whole) {
+    return mask->scalar_type() == at::kBool
+               ? whole.logical_and(valid)
+               : whole.masked_fill(valid.logical_not(), -std::numeric_limits<double>::infinity());
+  };
+  if (mask->dim() != 4) return std::nullopt;
   std::optional<Spare> grows = spare_rows(*mask);
-  if (mask->dim() != 4 || !grows || grows->dim != 3 || grows->capacity != *capacity || grows->length != length) {
-    return std::nullopt;
+  if (grows && grows->dim == 3 && grows->capacity == *capacity && grows->length == length) {
+    return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity),
+                           with_valid_keys(whole_capacity(*mask, 3, *capacity)));
   }
-  at::Tensor whole = whole_capacity(*mask, 3, *capacity);
-  at::Tensor combined = mask->scalar_type() == at::kBool
-                            ? whole.logical_and(valid)
-                            : whole.masked_fill(valid.logical_not(), -std::numeric_limits<double>::infinity());
-  return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), combined);
+  // A prompt's [L, L] mask (a sliding window, a padded batch) over queries of the same bucket:
+  // the mask's query rows stay padded like the query's, so the call runs over the bucket.
+  std::optional<Spare> square = square_rows(*mask);
+  std::optional<Spare> queries = spare_rows(query);
+  if (square && square->dim == 2 && square->dim2 == 3 && square->capacity == *capacity && square->length == length &&
+      queries && queries->dim == 2 && queries->capacity == *capacity && queries->length == length) {
+    at::Tensor rows = as_padded_prefix(with_valid_keys(whole_square(*mask, *square)), 2, length);
+    return std::make_tuple(whole_capacity(key, 2, *capacity), whole_capacity(value, 2, *capacity), rows);
+  }
+  return std::nullopt;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
@@ -93,7 +106,7 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                 bool /*return_debug_mask*/, std::optional<double> scale) {
   at::Tensor out, logsumexp;
-  if (auto padded = growing_dims_enabled() ? over_capacity(key, value, attn_bias) : std::nullopt) {
+  if (auto padded = growing_dims_enabled() ? over_capacity(query, key, value, attn_bias) : std::nullopt) {
     auto& [k, v, valid] = *padded;
     std::tie(out, logsumexp) =
         at::_scaled_dot_product_flash_attention_for_cpu(query, k, v, dropout_p, is_causal, valid, scale);

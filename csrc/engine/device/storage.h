@@ -38,6 +38,10 @@ struct StorageBuffer {
   // its growing axis's stride and capacity, so views of any part of it (a slice of the other
   // dims, a transpose) are recognised as padded prefixes too. 0 when unknown.
   int64_t padded_stride = 0, padded_capacity = 0;
+  // A storage padded along two dims with one length (engine/growing, as_padded_square: an
+  // attention mask [.., L, L] over a [.., C, C] bucket): the strides of those two dims, outer
+  // first (padded_capacity holds C, padded_stride stays 0). 0 when not.
+  int64_t square_outer_stride = 0, square_inner_stride = 0;
 
   StorageState state() const { return shards.empty() ? StorageState::Unwritten : StorageState::Ready; }
   const std::shared_ptr<pjrt::Buffer>& buffer() const;  // the single-device buffer (or null)

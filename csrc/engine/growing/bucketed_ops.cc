@@ -188,10 +188,29 @@ std::optional<std::string> bucketing_kind(const std::string& name) {
   return lowering::padded_operands_name(*how);
 }
 
+namespace {
+// clone(memory_format=contiguous) of a square padded mask (generate() makes its attention masks
+// contiguous before the forward): a copy of the whole [C, C] bucket, the result square again, so
+// attention still takes the mask over the bucket. Like a repeat's copy it keeps its spare rows,
+// and is not contiguous; view() and reshape make it dense where that is in the way.
+bool clone_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first) {
+  const c10::IValue& format = (*stack)[first + 1];
+  if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
+  const at::Tensor self = (*stack)[first].toTensor();
+  std::optional<Spare> square = square_rows(self);
+  if (!square) return false;
+  (*stack)[first] = whole_square(self, *square);
+  run_lowered(op, stack);
+  stack->back() = as_padded_square(stack->back().toTensor(), square->dim, square->dim2, square->length);
+  return true;
+}
+}  // namespace
+
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
+  if (op.schema().name() == "aten::clone" && clone_square(op, stack, first)) return true;
   std::vector<Padded> padded;
   for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
     if (t.is_privateuseone() && storage_buffer(t).growable) {
@@ -220,9 +239,14 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot == source) return false;
     }
   }
+  // A contiguous copy of an expanded padded prefix (reshape's copy of x[:, :, None].expand(...):
+  // attention's repeated k/v heads) may keep spare rows with other dims before the padded one.
+  bool repeats = false;
   if (kind == PaddedOperands::Contiguous) {
     const c10::IValue& format = (*stack)[first + 1];
     if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
+    const at::Tensor& self = (*stack)[first].toTensor();
+    for (int64_t d = 0; d < self.dim(); ++d) repeats = repeats || (self.stride(d) == 0 && self.size(d) > 1);
   }
   auto exact = meta_result_sizes(op, *stack, first, padded, false);
   auto over = exact ? meta_result_sizes(op, *stack, first, padded, true) : std::nullopt;
@@ -241,8 +265,11 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     }
     if (dim < 0 && kind == PaddedOperands::KeepsDim) return false;  // a count over the padded dim
     // A contiguous result (reshape's copy of attention's transposed output) can be a padded
-    // prefix only with nothing but size-1 dims before the padded one (a batch of one).
-    if (kind == PaddedOperands::Contiguous && (dim < 0 || std::any_of(e.begin(), e.begin() + dim, [](int64_t x) { return x != 1; }))) {
+    // prefix only with nothing but size-1 dims before the padded one (a batch of one), which
+    // is contiguous. The copy of a repeat is not, but only reshape makes one, and reshape's view
+    // of it (_unsafe_view, growing_view.cc) makes it dense first where the padding is in the way.
+    if (kind == PaddedOperands::Contiguous &&
+        (dim < 0 || (!repeats && std::any_of(e.begin(), e.begin() + dim, [](int64_t x) { return x != 1; })))) {
       return false;
     }
     result_dims.push_back(dim);

@@ -136,22 +136,91 @@ std::optional<Spare> spare_rows(const at::Tensor& t) {
   return found;
 }
 
-std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank) {
+std::optional<Spare> square_rows(const at::Tensor& t) {
+  if (!growing_dims_enabled() || !t.defined() || !t.is_privateuseone() || t.is_conj() || t.is_neg() ||
+      t.storage_offset() != 0 || t.numel() == 0) {
+    return std::nullopt;
+  }
+  const StorageBuffer& s = storage_buffer(t);
+  if (!s.growable || s.square_outer_stride <= 0 || s.square_inner_stride <= 0) return std::nullopt;
+  int64_t outer = -1, inner = -1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 1 || t.stride(d) == 0) continue;
+    bool is_outer = t.stride(d) == s.square_outer_stride, is_inner = t.stride(d) == s.square_inner_stride;
+    if (!is_outer && !is_inner) continue;
+    int64_t& slot = is_outer ? outer : inner;
+    if (slot >= 0) return std::nullopt;  // another dim walks a padded axis: not a prefix of it
+    slot = d;
+  }
+  if (outer < 0 || inner < 0 || t.size(outer) != t.size(inner) || t.size(outer) >= s.padded_capacity) {
+    return std::nullopt;
+  }
+  Spare found{std::min(outer, inner), s.padded_capacity, t.size(outer), std::max(outer, inner)};
+  // The widened view must stay inside the storage (its other dims inside the storage's).
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t extent = d == outer || d == inner ? found.capacity : t.size(d);
+    last += (extent - 1) * t.stride(d);
+  }
+  if (last >= static_cast<int64_t>(t.storage().nbytes() / t.element_size())) return std::nullopt;
+  return found;
+}
+
+at::Tensor whole_square(const at::Tensor& t, const Spare& s) {
+  std::vector<int64_t> sizes = t.sizes().vec();
+  sizes[s.dim] = sizes[s.dim2] = s.capacity;
+  return t.as_strided(sizes, t.strides(), t.storage_offset());
+}
+
+at::Tensor as_padded_square(const at::Tensor& whole, int64_t d1, int64_t d2, int64_t length) {
+  mark_growable(whole);
+  std::vector<int64_t> sizes = whole.sizes().vec();
+  if (whole.storage_offset() == 0 && whole.size(d1) == whole.size(d2) && whole.stride(d1) > whole.stride(d2) &&
+      whole.stride(d2) > 0 && static_cast<size_t>(whole.numel() * whole.element_size()) == whole.storage().nbytes()) {
+    StorageBuffer& s = storage_buffer(whole);
+    s.padded_capacity = whole.size(d1);
+    s.square_outer_stride = whole.stride(d1);
+    s.square_inner_stride = whole.stride(d2);
+  }
+  sizes[d1] = sizes[d2] = length;
+  return whole.as_strided(sizes, whole.strides(), 0);
+}
+
+namespace {
+// The padded dims of `t` in a rank-`rank` broadcast: one (spare_rows) or, with `square`, two.
+std::optional<Spare> padded_in_broadcast(const at::Tensor& t, int64_t rank, bool square) {
+  std::optional<Spare> g = spare_rows(t);
+  if (!g && square) g = square_rows(t);
+  if (!g) return std::nullopt;
+  int64_t shift = rank - t.dim();
+  return Spare{g->dim + shift, g->capacity, g->length, g->dim2 >= 0 ? g->dim2 + shift : -1};
+}
+}  // namespace
+
+std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank, bool square) {
   std::optional<Spare> grows;
+  std::vector<int64_t> dims;  // in broadcast coordinates
   for (const at::Tensor& t : operands) {
-    if (std::optional<Spare> g = spare_rows(t)) {
-      Spare at{g->dim + rank - t.dim(), g->capacity, g->length};
-      if (grows && (grows->dim != at.dim || grows->capacity != at.capacity || grows->length != at.length)) {
-        return std::nullopt;
-      }
-      grows = at;
+    std::optional<Spare> g = padded_in_broadcast(t, rank, square);
+    if (!g) continue;
+    if (grows && (grows->capacity != g->capacity || grows->length != g->length)) return std::nullopt;
+    for (int64_t d : {g->dim, g->dim2}) {
+      if (d >= 0 && std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+    }
+    grows = g;
+  }
+  if (!grows || dims.size() > (square ? 2u : 1u)) return std::nullopt;
+  std::sort(dims.begin(), dims.end());
+  // Along every padded dim, each operand is padded too or broadcasts (extent 1).
+  for (const at::Tensor& t : operands) {
+    std::optional<Spare> g = padded_in_broadcast(t, rank, square);
+    for (int64_t d : dims) {
+      int64_t local = d - (rank - t.dim());
+      if (local < 0 || (g && (g->dim == d || g->dim2 == d))) continue;
+      if (t.size(local) != 1) return std::nullopt;
     }
   }
-  for (const at::Tensor& t : operands) {
-    int64_t local = grows ? grows->dim - (rank - t.dim()) : -1;
-    if (local >= 0 && !spare_rows(t) && t.size(local) != 1) return std::nullopt;
-  }
-  return grows;
+  return Spare{dims[0], grows->capacity, grows->length, dims.size() == 2 ? dims[1] : -1};
 }
 
 at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, const at::Tensor& like) {

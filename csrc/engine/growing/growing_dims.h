@@ -42,13 +42,26 @@ int64_t capacity_for(int64_t length);
 // length (nullopt for ordinary tensors, full ones, conj/neg views, or when ambiguous).
 struct Spare {
   int64_t dim, capacity, length;
+  int64_t dim2 = -1;  // a second padded dim with the same length and capacity (square_rows), or -1
 };
 std::optional<Spare> spare_rows(const at::Tensor& t);
+
+// A tensor padded along two dims with the same length and capacity: an attention mask built by
+// comparing query positions [L, 1] with key positions [1, L] of one bucket (a sliding window,
+// a padded batch's mask) is [L, L] of a [C, C] storage. dim < dim2; nullopt for other tensors
+// (spare_rows never returns these). Only pointwise ops and attention take them over the bucket.
+std::optional<Spare> square_rows(const at::Tensor& t);
+// `t` with both padded dims widened to the capacity.
+at::Tensor whole_square(const at::Tensor& t, const Spare& s);
+// `whole` (the capacity along dims d1 < d2) as a square padded prefix of `length` rows in both.
+at::Tensor as_padded_square(const at::Tensor& whole, int64_t d1, int64_t d2, int64_t length);
 
 // The growth the tensors of one broadcast share: every growing operand grows along the same
 // dim of the rank-`rank` broadcast with the same length and capacity, and every other operand has
 // extent 1 there. nullopt when none grows or they disagree. `dim` is in broadcast coordinates.
-std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank);
+// With `square`, operands may grow along two dims (dim and dim2) with one length and capacity:
+// query positions [L, 1] against key positions [1, L], or a square mask with either.
+std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank, bool square = false);
 
 // Positions 0..n-1 along `dim` of a rank-`rank` tensor, shaped to broadcast along it, compared
 // with `length` (a runtime scalar): true for the rows a padded prefix holds.

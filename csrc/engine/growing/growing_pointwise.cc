@@ -57,19 +57,26 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   for (size_t i = first; i < stack->size(); ++i) {
     if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) operands.push_back((*stack)[i].toTensor());
   }
-  std::optional<Spare> grows = shared_growth(operands, rank);  // in the result's coordinates
+  // In the result's coordinates; operands may grow along two dims (query against key positions).
+  std::optional<Spare> grows = shared_growth(operands, rank, /*square=*/true);
   if (!grows) return false;  // nothing on the stack changed yet: the rule's path
   for (size_t i = first; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     at::Tensor t = v.toTensor();
-    if (std::optional<Spare> g = spare_rows(t)) v = whole_capacity(t, g->dim, g->capacity);
+    if (std::optional<Spare> g = spare_rows(t)) {
+      v = whole_capacity(t, g->dim, g->capacity);
+    } else if (std::optional<Spare> sq = square_rows(t)) {
+      v = whole_square(t, *sq);
+    }
   }
   run_lowered(op, stack);
   at::Tensor result = stack->back().toTensor();
-  TORCH_INTERNAL_ASSERT(result.dim() == rank && result.size(grows->dim) == grows->capacity,
+  TORCH_INTERNAL_ASSERT(result.dim() == rank && result.size(grows->dim) == grows->capacity &&
+                            (grows->dim2 < 0 || result.size(grows->dim2) == grows->capacity),
                         op.schema().name(), " over capacity: result ", result.sizes());
-  stack->back() = as_padded_prefix(result, grows->dim, grows->length);
+  stack->back() = grows->dim2 >= 0 ? as_padded_square(result, grows->dim, grows->dim2, grows->length)
+                                   : as_padded_prefix(result, grows->dim, grows->length);
   return true;
 }
 

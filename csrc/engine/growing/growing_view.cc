@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
+#include <ATen/ops/_unsafe_view_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -27,7 +28,9 @@ void make_dense_if_growing(const at::Tensor& self) {
       self.storage().use_count() != 1 || !impl->allow_tensor_metadata_change()) {
     return;
   }
-  at::Tensor dense = self.clone(at::MemoryFormat::Contiguous);
+  // A copy into a dense tensor, not clone: clone(contiguous) of a square mask or a repeat keeps
+  // its spare rows (bucketed_ops.cc).
+  at::Tensor dense = at::empty(self.sizes(), self.options()).copy_(self);
   impl->set_storage_keep_dtype(dense.storage());
   impl->set_sizes_and_strides(self.sizes(), dense.strides());
 }
@@ -37,7 +40,18 @@ at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
   return at::native::view(self, size);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("view", view); }
+// reshape's view of its own copy (at::_unsafe_view(self.clone(contiguous), shape)): the copy of a
+// repeated padded prefix keeps its spare rows (bucketed_ops.cc), so a shape that merges the
+// padded dim with the ones before it needs the dense copy reshape meant to make.
+at::Tensor unsafe_view(const at::Tensor& self, c10::IntArrayRef size) {
+  if (!viewable(self, size)) make_dense_if_growing(self);
+  return at::native::_unsafe_view(self, size);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("view", view);
+  m.impl("_unsafe_view", unsafe_view);
+}
 
 }  // namespace
 }  // namespace tpu::engine
