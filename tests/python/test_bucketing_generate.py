@@ -153,3 +153,16 @@ def test_generate_with_a_compiled_forward_compiles_nothing_per_request_once_warm
     lengths = [rng.randint(3, 110) for _ in range(8)]  # prompt and new tokens inside bucket 128
     compiles = generate_requests(model, cpu_model, lengths, 100, kw)
     assert sum(compiles[3:]) <= 1, compiles
+
+
+def test_generate_with_a_compiled_forward_and_a_static_cache_stays_exact(tmp_path_factory):
+    """Gemma 3 with a StaticCache hands the compiled forward a square-padded sliding mask whose
+    size Dynamo keeps apart from the ids'; the bucket's graph failed in attention's shape check
+    (a RuntimeError to the user). Such a bucket is refused and the call runs per shape."""
+    cpu_model, path = checkpoint("gemma3", tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    torch._dynamo.reset()
+    model.forward = torch.compile(model.forward, backend="tpu", dynamic=True)
+    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    generate_requests(model, cpu_model, [20, 150], 200, kw)  # DynamicCache first: dynamic dims
+    generate_requests(model, cpu_model, [20, 37], 300, dict(kw, cache_implementation="static"))

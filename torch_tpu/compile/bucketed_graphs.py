@@ -237,7 +237,19 @@ class BucketedGraph:
                 self.refused[key] = str(e)
                 _stats.note_bucket_refusal(self.label, str(e))
                 return NOT_TAKEN
+            fn, bucketing = entry
+            bucketing.length[0] = length
+            try:
+                outs = fn(*capacity_args)  # its modules compile on this first run
+            except RuntimeError as e:
+                # Sizes that only agree at the true size (a size Dynamo kept static next to the
+                # bucketed one: a StaticCache's mask bucketed while the ids it is compared with
+                # stay exact) fail in a rule's shape check: the per-shape path is exact.
+                self.refused[key] = f"the bucket's graph failed: {e}".splitlines()[0]
+                _stats.note_bucket_refusal(self.label, self.refused[key])
+                return NOT_TAKEN
             self.compiled[key] = entry
+            return self._true_outputs(v, outs, length, capacity)
         fn, bucketing = entry
         bucketing.length[0] = length
         outs = fn(*capacity_args)
