@@ -1,7 +1,8 @@
 """Serving with prompts of random length: what bucketing (docs/bucketing.md) buys.
 
-Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick]). A Qwen3-architecture
-model (seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
+Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3]). A
+Qwen3-architecture model (`--family gemma3`: Gemma 3, whose sliding-window layers attend with a
+materialised mask; seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
 random prompt length (3..400 tokens, batch of one, greedy, 8 new tokens) in one fresh process with
 an empty executable cache, four ways: PyTorch CPU eager, `tpu` with bucketing (the default:
 powers of two from 128), with TORCH_TPU_BUCKETING=fine (four buckets per doubling from 16) and with
@@ -146,12 +147,18 @@ def bucket_of(length, policy):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="12 requests instead of 32")
+    parser.add_argument("--family", choices=("qwen3", "gemma3"), default="qwen3",
+                        help="gemma3: sliding-window layers (window 64) attend with a materialised mask")
     args = parser.parse_args()
     import torch
     import transformers
-    config = transformers.Qwen3Config(vocab_size=16000, hidden_size=256, intermediate_size=768, num_hidden_layers=6,
-                                      num_attention_heads=4, num_key_value_heads=1, head_dim=64,
-                                      max_position_embeddings=1024)
+    shape = dict(vocab_size=16000, hidden_size=256, intermediate_size=768, num_hidden_layers=6, num_attention_heads=4,
+                 num_key_value_heads=1, head_dim=64, max_position_embeddings=1024)
+    if args.family == "gemma3":
+        config = transformers.Gemma3TextConfig(**shape, sliding_window=64, query_pre_attn_scalar=64,
+                                               layer_types=["sliding_attention"] * 5 + ["full_attention"])
+    else:
+        config = transformers.Qwen3Config(**shape)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     params = sum(p.numel() for p in model.parameters()) / 1e6
@@ -166,7 +173,7 @@ def main():
                     "tpu compiled, per shape": run_compiled(path, "tpu", "0", args.quick)}
     cpu = results["PyTorch CPU eager"]
     n = len(cpu["times"])
-    print_requests(f"torch-tpu serving benchmark — qwen3 ~{params:.0f}M, {n} requests of random prompt length "
+    print_requests(f"torch-tpu serving benchmark — {args.family} ~{params:.0f}M, {n} requests of random prompt length "
                    f"(3..400), batch 1, {NEW} new tokens, fresh process, empty executable cache", results, cpu)
     print_requests(f"scoring with a compiled forward (torch.compile(model, dynamic=True), last token's logits), "
                    f"{n} requests of random length (3..400), fresh process", compiled, compiled["PyTorch CPU eager"])
