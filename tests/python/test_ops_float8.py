@@ -187,6 +187,16 @@ def small_ints(*shape, dtype=torch.float8_e4m3fn, seed=0):
     return torch.randint(-8, 9, shape, generator=g).float().to(dtype)
 
 
+@pytest.fixture(autouse=True)
+def cpu_scaled_mm_without_onednn():
+    """PyTorch CPU's _scaled_mm answers two ways by host: with AMX (Sapphire Rapids and later) it
+    runs oneDNN, which rejects a float64 bias and raises other errors for bad inputs; elsewhere it
+    runs its own emulation (dequantize, matmul, scale). The reference is the emulation on every
+    host, as oneDNN is off."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        yield
+
+
 def scaled_mm_both(a, b, sa, sb, **kw):
     before = fallbacks()
     dev = {k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
