@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV, executables_built
-from test_bucketing import ids_of, is_padded
+from helpers import DEV
+from test_bucketing import assert_a_warm_bucket_compiles_nothing, ids_of, is_padded
 
 WINDOW = 8
 
@@ -66,12 +66,7 @@ def test_masked_attention_with_repeated_heads_over_a_bucket_matches_cpu(length, 
 
 def test_masked_attention_with_repeated_heads_compiles_once_per_bucket():
     weights = table(False)
-    attention(ids_of(40).to(DEV), weights).cpu()
-    built = executables_built()
-    for length in (3, 77, 127):
-        ids = ids_of(length, seed=length)
-        torch.testing.assert_close(attention(ids.to(DEV), weights).cpu(), attention(ids, weights))
-    assert executables_built() == built
+    assert_a_warm_bucket_compiles_nothing(lambda ids: attention(ids, weights), 40, (3, 77, 127))
 
 
 def test_views_of_padded_copies_match_cpu():

@@ -29,6 +29,17 @@ def ids_of(length, neighbours=False, seed=0):
     return ids
 
 
+def assert_a_warm_bucket_compiles_nothing(fn, warm_length, lengths):
+    """fn(ids) once at `warm_length`, then at each of `lengths` (same bucket): the CPU's values,
+    and no executable built after the first call."""
+    fn(ids_of(warm_length).to(DEV)).cpu()
+    built = executables_built()
+    for length in lengths:
+        ids = ids_of(length, seed=length)
+        torch.testing.assert_close(fn(ids.to(DEV)).cpu(), fn(ids))
+    assert executables_built() == built
+
+
 def values_of(ids):
     """[1, L, 4] floats computed from ids with pointwise ops: NaN where an id is 0, inf where it
     is 7. On tpu the spare rows hold id 0, so they are NaN: a reduction that let them in would
@@ -102,12 +113,7 @@ def test_a_new_length_in_a_seen_bucket_compiles_nothing():
         x = values_of(ids)
         return (x.softmax(1) * x.mean(2, keepdim=True)).sum(1)
 
-    step(ids_of(40).to(DEV)).cpu()
-    built = executables_built()
-    for length in (3, 77, 127):
-        ids = ids_of(length, seed=length)
-        torch.testing.assert_close(step(ids.to(DEV)).cpu(), step(ids))
-    assert executables_built() == built
+    assert_a_warm_bucket_compiles_nothing(step, 40, (3, 77, 127))
 
 
 def test_a_call_that_cannot_run_over_the_capacity_refuses_only_calls_like_it():
@@ -127,12 +133,7 @@ def test_a_call_that_cannot_run_over_the_capacity_refuses_only_calls_like_it():
     for length in (5, 9, 40):
         ids = ids_of(length, seed=length)
         torch.testing.assert_close(attention(ids.to(DEV), True).cpu(), attention(ids, True))
-    attention(ids_of(6).to(DEV), False).cpu()
-    built = executables_built()
-    for length in (7, 77, 127):
-        ids = ids_of(length, seed=length)
-        torch.testing.assert_close(attention(ids.to(DEV), False).cpu(), attention(ids, False))
-    assert executables_built() == built
+    assert_a_warm_bucket_compiles_nothing(lambda ids: attention(ids, False), 6, (7, 77, 127))
 
 
 def test_a_prompts_write_into_a_static_cache_runs_over_the_bucket():
