@@ -36,9 +36,10 @@ namespace {
 
 using lowering::PaddedOperands;
 
-// How the op's rule takes padded operands, declared beside the rule (lowering/registry.h).
-std::optional<PaddedOperands> padded_operands_of(const c10::OperatorName& name) {
-  std::string rule = lowering::rule_for(name.name.substr(6), name.overload_name);
+// How ATen op `base`.`overload` takes padded operands, declared beside its rule
+// (lowering/registry.h).
+std::optional<PaddedOperands> padded_operands_of(const std::string& base, const std::string& overload) {
+  std::string rule = lowering::rule_for(base, overload);
   return rule.empty() ? std::nullopt : lowering::padded_operands(rule);
 }
 
@@ -182,8 +183,8 @@ void mark_dynamic(const at::Tensor& t, int64_t dim) {
 
 std::optional<std::string> bucketing_kind(const std::string& name) {
   size_t dot = name.find('.');
-  std::string rule = lowering::rule_for(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
-  std::optional<PaddedOperands> how = rule.empty() ? std::nullopt : lowering::padded_operands(rule);
+  std::optional<PaddedOperands> how =
+      padded_operands_of(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
   if (!how) return std::nullopt;
   return lowering::padded_operands_name(*how);
 }
@@ -210,17 +211,20 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
-  if (op.schema().name() == "aten::clone" && clone_square(op, stack, first)) return true;
   std::vector<Padded> padded;
+  bool any_growable = false;
   for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
     if (t.is_privateuseone() && storage_buffer(t).growable) {
+      any_growable = true;
       if (std::optional<Spare> s = spare_rows(t)) padded.push_back({slot, elem, *s});
     }
     return false;
   });
-  if (padded.empty()) return false;  // the common case: decided before the op's name is built
+  if (padded.empty()) {  // the common case: decided before the op's name is built
+    return any_growable && op.schema().name() == "aten::clone" && clone_square(op, stack, first);
+  }
   const std::string name = full_name(op.operator_name());
-  std::optional<PaddedOperands> how = padded_operands_of(op.operator_name());
+  std::optional<PaddedOperands> how = padded_operands_of(op.operator_name().name.substr(6), op.operator_name().overload_name);
   if (!how || *how == PaddedOperands::FullReduction) return false;
   const PaddedOperands kind = *how;
   if (op.schema().is_mutable() && kind != PaddedOperands::Scatter) return false;

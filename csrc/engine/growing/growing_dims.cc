@@ -200,8 +200,9 @@ std::optional<Spare> padded_in_broadcast(const at::Tensor& t, int64_t rank, bool
 std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank, bool square) {
   std::optional<Spare> grows;
   std::vector<int64_t> dims;  // in broadcast coordinates
-  for (const at::Tensor& t : operands) {
-    std::optional<Spare> g = padded_in_broadcast(t, rank, square);
+  std::vector<std::optional<Spare>> padded;
+  for (const at::Tensor& t : operands) padded.push_back(padded_in_broadcast(t, rank, square));
+  for (const std::optional<Spare>& g : padded) {
     if (!g) continue;
     if (grows && (grows->capacity != g->capacity || grows->length != g->length)) return std::nullopt;
     for (int64_t d : {g->dim, g->dim2}) {
@@ -212,8 +213,9 @@ std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int6
   if (!grows || dims.size() > (square ? 2u : 1u)) return std::nullopt;
   std::sort(dims.begin(), dims.end());
   // Along every padded dim, each operand is padded too or broadcasts (extent 1).
-  for (const at::Tensor& t : operands) {
-    std::optional<Spare> g = padded_in_broadcast(t, rank, square);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const at::Tensor& t = operands[i];
+    const std::optional<Spare>& g = padded[i];
     for (int64_t d : dims) {
       int64_t local = d - (rank - t.dim());
       if (local < 0 || (g && (g->dim == d || g->dim2 == d))) continue;
