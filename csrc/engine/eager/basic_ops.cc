@@ -145,7 +145,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
       at::Tensor whole = wrap_buffer(upload(padded, dtype, dims, dst.device().index()), dtype, dims, padded.sizes(),
                                      padded.strides(), dst.scalar_type(), dst.device().index());
       adopt_padded_storage(dst, whole, whole.dim() - 1);
-      note_bucketed_length(length, *capacity);
+      note_bucketed_length(dst, length, *capacity);
       return dst;
     }
     if (covers_storage(dst)) {

@@ -60,7 +60,9 @@ std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
 }
 
 namespace {
+// Only live uploads count: a length uploaded long ago must not bucket a later arange of it.
 struct Bucketed {
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
   int64_t length = 0, capacity = 0;
 };
 std::mutex g_mu;
@@ -68,15 +70,15 @@ std::array<Bucketed, 16> g_lengths;  // the latest bucketed uploads
 size_t g_next = 0;
 }  // namespace
 
-void note_bucketed_length(int64_t length, int64_t capacity) {
+void note_bucketed_length(const at::Tensor& t, int64_t length, int64_t capacity) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_lengths[g_next++ % g_lengths.size()] = {length, capacity};
+  g_lengths[g_next++ % g_lengths.size()] = {t.storage().getWeakStorageImpl(), length, capacity};
 }
 
 std::optional<int64_t> capacity_of_bucketed_length(int64_t length) {
   std::lock_guard<std::mutex> lock(g_mu);
   for (const Bucketed& b : g_lengths) {
-    if (b.length == length && b.capacity > length) return b.capacity;
+    if (b.length == length && b.capacity > length && !b.storage.expired()) return b.capacity;
   }
   return std::nullopt;
 }

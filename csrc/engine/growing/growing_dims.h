@@ -119,9 +119,9 @@ std::optional<int64_t> upload_bucket(const at::Tensor& dst);
 // The bucket of a size that varies (TORCH_TPU_BUCKETING): capacity_for(length) (powers of two
 // from 128, the default), or with `fine` four buckets per doubling from 16.
 int64_t bucket_for(int64_t length);
-// Lengths of live bucketed uploads: an arange of such a length (cache_position) is made over the
-// same bucket.
-void note_bucketed_length(int64_t length, int64_t capacity);
+// Lengths of live bucketed uploads (`t`'s storage alive): an arange of such a length
+// (cache_position) is made over the same bucket.
+void note_bucketed_length(const at::Tensor& t, int64_t length, int64_t capacity);
 std::optional<int64_t> capacity_of_bucketed_length(int64_t length);
 bool bucketing_enabled();
 
