@@ -20,7 +20,6 @@ script, not a device.
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
 
@@ -32,13 +31,6 @@ from torch_tpu.compile import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import timing  # noqa: E402
-
-
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-    else:
-        timing.sync(device)
 
 
 def launches():
@@ -91,7 +83,7 @@ def decode_row(model, device, cache, new_tokens):
 
     with torch.no_grad():
         generate(new_tokens)  # warm-up: compiles
-        sync(device)
+        timing.sync(device)
         _, one = timing.timed(lambda: generate(1), device)
         before = launches() if device == "tpu" else 0
         out, total = timing.timed(lambda: generate(new_tokens), device)
@@ -107,13 +99,9 @@ def step_row(model, inputs, device, compiled):
     args = {k: v.to(device) for k, v in inputs.items()}
     with torch.no_grad():
         fn(**args)
-        sync(device)
+        timing.sync(device)
         before = launches() if device == "tpu" else 0
-        start = time.perf_counter()
-        out = fn(**args).sample
-        host = time.perf_counter() - start
-        sync(device)
-        seconds = time.perf_counter() - start
+        out, host, seconds = timing.timed_host_and_device(lambda: fn(**args).sample, device)
     row = {"s/step": seconds, "out": out.float().cpu()}
     if device == "tpu":
         n = launches() - before

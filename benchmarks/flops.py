@@ -4,7 +4,7 @@ a compiled step runs to what this machine's matrix products allow.
 On XLA:CPU a compiled transformer step is mostly matrix products; its FLOP rate next to the rate
 PyTorch's own CPU matmul reaches on the same cores tells whether a ratio target is still open
 (less host work and fewer passes to remove) or bounded by the products themselves."""
-import time
+import timing
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -24,11 +24,5 @@ def cpu_matmul_gflops(m=512, k=512, n=2048, seconds=0.5):
     """PyTorch CPU's float32 matmul rate on this machine (GFLOP/s, the best of short blocks): a
     reference rate measured in the same run as the table it goes into."""
     a, b = torch.randn(m, k), torch.randn(k, n)
-    best = float("inf")
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        start = time.perf_counter()
-        for _ in range(4):
-            a @ b
-        best = min(best, (time.perf_counter() - start) / 4)
+    best = timing.best_block(lambda: a @ b, "cpu", 4, seconds)
     return 2 * m * k * n / best / 1e9

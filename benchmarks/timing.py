@@ -13,6 +13,8 @@ import torch
 def sync(device):
     if device == "tpu":
         torch.tpu.synchronize()
+    elif device == "cuda":
+        torch.cuda.synchronize()
 
 
 def timed(fn, device):
@@ -21,6 +23,26 @@ def timed(fn, device):
     result = fn()
     sync(device)
     return result, time.perf_counter() - start
+
+
+def timed_host_and_device(fn, device):
+    """(fn's result, seconds until fn returned (host work: tracing, dispatch, enqueueing), seconds
+    until the device finished too)."""
+    start = time.perf_counter()
+    result = fn()
+    host = time.perf_counter() - start
+    sync(device)
+    return result, host, time.perf_counter() - start
+
+
+def best_block(fn, device, iters, seconds):
+    """Per-call seconds of the fastest block of `iters` calls within `seconds`: a reference rate
+    (the host's matmul rate) rather than a workload's steady time."""
+    best = float("inf")
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        best = min(best, _block(fn, device, iters))
+    return best
 
 
 def first_call(fn, device):

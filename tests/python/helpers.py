@@ -19,15 +19,25 @@ def executables_built():
     return stats["compiles"] + stats["disk_hits"]
 
 
-def rand(*shape, dtype=torch.float32, seed=0, low=-20, high=20):
+def rand(*shape, dtype=torch.float32, seed=0, low=-20, high=20, scale=1.0, offset=0.0):
     """Seeded inputs of `shape`, the same on every run and host (the seed is offset by the
-    extents, so two shapes differ): standard normal values, integers in [low, high), or bools."""
+    extents, so two shapes differ): normal values (`scale` * N(0, 1) + `offset`), integers in
+    [low, high), or bools."""
     g = torch.Generator().manual_seed(seed + sum(shape))
     if dtype == torch.bool:
         return torch.rand(*shape, generator=g) > 0.5
     if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(*shape, generator=g).to(dtype)
+        values = torch.randn(*shape, generator=g)
+        if scale != 1.0 or offset != 0.0:
+            values = values * scale + offset
+        return values.to(dtype)
     return torch.randint(low, high, shape, generator=g, dtype=dtype)
+
+
+def uniform(*shape, dtype=torch.float32, seed=0, scale=1.0):
+    """Seeded values uniform in [-scale, scale) (sampling grids, coordinates), seeded as rand."""
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return (torch.rand(*shape, generator=g) * 2 - 1).mul(scale).to(dtype)
 
 
 def close(a, b, dtype=None, **kw):

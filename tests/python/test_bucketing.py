@@ -1,5 +1,5 @@
-"""Bounded dynamism (docs/bucketing.md): a batch-of-one prompt's token ids are uploaded into a
-bucket, and the ops computed from them run their rules over the bucket with the true length a
+"""Bounded dynamism (docs/bucketing.md): a prompt's token ids (a batch of them too) are uploaded
+into a bucket, and the ops computed from them run their rules over the bucket with the true length a
 runtime size (XLA's dynamic padder masks the spare rows). Values must be exactly the CPU's; a new
 length in a bucket already seen compiles nothing."""
 import os
@@ -56,10 +56,25 @@ def test_prompt_ids_upload_into_a_bucket_and_stay_contiguous():
         assert dev.is_contiguous() and dev.shape == ids.shape
         assert dev.untyped_storage().nbytes() == capacity * 8
         assert torch.equal(dev.cpu(), ids)
-    # A bucket's own length, a batch of several, other dtypes and ranks upload as they are.
-    for t in (ids_of(128), torch.ones(2, 37, dtype=torch.long), torch.ones(1, 37, dtype=torch.int32),
-              torch.ones(37, dtype=torch.long), torch.ones(1, 1, dtype=torch.long)):
+    # A bucket's own length, other dtypes and ranks upload as they are.
+    for t in (ids_of(128), torch.ones(1, 37, dtype=torch.int32), torch.ones(37, dtype=torch.long),
+              torch.ones(1, 1, dtype=torch.long)):
         assert not is_padded(t.to(DEV)), t.shape
+
+
+def test_a_batch_of_prompts_uploads_into_a_bucket_of_rows_and_views_densely():
+    """A left-padded batch [B, L] uploads as the first L columns of [B, C]: not contiguous
+    (strides [C, 1]), as a grown KV cache is not; view() across the rows makes it dense first."""
+    ids = torch.cat([ids_of(37, seed=s) for s in range(3)])
+    ids[1:, :5] = 0  # left padding
+    dev = ids.to(DEV)
+    assert dev.shape == (3, 37) and dev.stride() == (128, 1) and not dev.is_contiguous()
+    assert torch.equal(dev.cpu(), ids)
+    assert torch.equal(dev.view(-1).cpu(), ids.view(-1))  # dense now, the same values
+    assert dev.is_contiguous() and torch.equal(dev.cpu(), ids)
+    # (A Python handle on the storage would keep it shared, and view() would raise as it did.)
+    assert ids.to(DEV).untyped_storage().nbytes() == 3 * 128 * 8
+    assert torch.equal(ids.to(DEV).contiguous().cpu(), ids)
 
 
 @pytest.mark.parametrize("length", [2, 3, 64, 127, 129, 200])

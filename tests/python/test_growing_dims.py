@@ -273,7 +273,11 @@ def test_growing_results_keep_pytorchs_layout_contracts():
     cpu, dev = grown_mask(6)
     for t_dev, t_cpu in ((dev * 3 + 1, cpu * 3 + 1), (dev.to(torch.float32).neg(), cpu.to(torch.float32).neg())):
         assert not t_dev.is_contiguous()  # a padded prefix, like a grown cat's result
-        assert t_dev.contiguous().is_contiguous() and torch.equal(t_dev.contiguous().cpu(), t_cpu)
+        # Its contiguous copy keeps the bucket (docs/bucketing.md): the CPU's values, and view()
+        # across the padded dim makes it dense, as PyTorch's contiguous result would be.
+        copy = t_dev.contiguous()
+        assert torch.equal(copy.cpu(), t_cpu) and torch.equal(copy.view(-1).cpu(), t_cpu.view(-1))
+        assert copy.is_contiguous() and copy.stride() == t_cpu.stride()
         assert torch.equal(t_dev.clone(memory_format=torch.contiguous_format).cpu(), t_cpu)
     ids = dev.clone()  # a grown tensor no other tensor shares: view() moves it to a dense storage
     ids = torch.cat([torch.cat([ids, ids.new_ones(3, 1)], -1), ids.new_ones(3, 1)], -1)

@@ -9,15 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from helpers import DEV
+from helpers import uniform as rand  # inputs and grids in [-scale, scale)
 
 NAN, INF = float("nan"), float("inf")
 MODES_2D = list(itertools.product(["bilinear", "nearest", "bicubic"], ["zeros", "border", "reflection"], [False, True]))
 MODES_3D = list(itertools.product(["bilinear", "nearest"], ["zeros", "border", "reflection"], [False, True]))
-
-
-def rand(*shape, dtype=torch.float32, seed=0, scale=1.0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return (torch.rand(*shape, generator=g) * 2 - 1).mul(scale).to(dtype)
 
 
 def sample(x, grid, mode, pad, ac):

@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch_tpu
 import torch.nn.functional as F
+import helpers
 from helpers import DEV, executables_built
 
 
@@ -10,9 +11,7 @@ def tol(dtype):
 
 
 def rand(*shape, dtype=torch.float32):
-    if dtype.is_floating_point:
-        return torch.randn(*shape).to(dtype)
-    return torch.randint(-5, 5, shape, dtype=dtype)
+    return helpers.rand(*shape, dtype=dtype, low=-5, high=5)
 
 
 # Every test here must run without a CPU fallback (fixture in conftest.py).

@@ -16,6 +16,8 @@ DTYPES = [torch.float32, torch.float64]
 
 
 def rand(*shape, dtype=torch.float64, seed=0):
+    """Like helpers.rand, but drawn in float64 (matrices whose conditioning the float64 cases
+    rely on) with its own seeds: the hard-input cases below were sized against these values."""
     g = torch.Generator().manual_seed(seed + 7 * sum(shape))
     return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
 

@@ -243,14 +243,11 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot == source) return false;
     }
   }
-  // A contiguous copy of an expanded padded prefix (reshape's copy of x[:, :, None].expand(...):
-  // attention's repeated k/v heads) may keep spare rows with other dims before the padded one.
-  bool repeats = false;
+  // Only clone(memory_format=contiguous) copies over the bucket (reshape's copy, generate()'s copy
+  // of its ids); other formats follow the input's strides, which the padding would change.
   if (kind == PaddedOperands::Contiguous) {
     const c10::IValue& format = (*stack)[first + 1];
     if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
-    const at::Tensor& self = (*stack)[first].toTensor();
-    for (int64_t d = 0; d < self.dim(); ++d) repeats = repeats || (self.stride(d) == 0 && self.size(d) > 1);
   }
   auto exact = meta_result_sizes(op, *stack, first, padded, false);
   auto over = exact ? meta_result_sizes(op, *stack, first, padded, true) : std::nullopt;
@@ -268,14 +265,12 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       dim = static_cast<int64_t>(d);
     }
     if (dim < 0 && kind == PaddedOperands::KeepsDim) return false;  // a count over the padded dim
-    // A contiguous result (reshape's copy of attention's transposed output) can be a padded
-    // prefix only with nothing but size-1 dims before the padded one (a batch of one), which
-    // is contiguous. The copy of a repeat is not, but only reshape makes one, and reshape's view
-    // of it (_unsafe_view, growing_view.cc) makes it dense first where the padding is in the way.
-    if (kind == PaddedOperands::Contiguous &&
-        (dim < 0 || (!repeats && std::any_of(e.begin(), e.begin() + dim, [](int64_t x) { return x != 1; })))) {
-      return false;
-    }
+    // A contiguous copy (clone, reshape's copy) of a padded prefix keeps its spare rows. With
+    // nothing but size-1 dims before the padded one (a batch of one) the result is contiguous;
+    // with more (a left-padded batch of prompts, its attention output transposed back, a
+    // repeat's copy) it is not, as a grown cat's result is not: view() and reshape's view
+    // (growing_view.cc) make it dense first where the padding is in the way of a merge.
+    if (kind == PaddedOperands::Contiguous && dim < 0) return false;
     result_dims.push_back(dim);
   }
   // Run the rule over the whole capacities, each padded dim holding `length` rows at runtime.

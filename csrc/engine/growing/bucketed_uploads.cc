@@ -49,7 +49,7 @@ int64_t bucket_for(int64_t length) {
 }
 
 std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
-  if (!bucketing_enabled() || dst.scalar_type() != at::kLong || dst.dim() != 2 || dst.size(0) != 1 || dst.size(1) < 2 ||
+  if (!bucketing_enabled() || dst.scalar_type() != at::kLong || dst.dim() != 2 || dst.size(1) < 2 ||
       dst.storage_offset() != 0 || !dst.is_contiguous() || dst.storage().use_count() != 1 ||
       dst.numel() * dst.element_size() != static_cast<int64_t>(dst.storage().nbytes())) {
     return std::nullopt;

@@ -1,0 +1,58 @@
+// matmul (and so linear) of a padded prefix with more than one row before its padded dim: a
+// left-padded batch of prompts, [B, L, K] of a [B, C, K] bucket (growing_dims.h).
+//
+// PyTorch's matmul folds a [B, L, K] @ [K, N] into one mm of [B*L, K] rows: reshape, which for a
+// padded prefix with B > 1 must copy the rows into a dense [B*L, K] (they are not a prefix of
+// the bucket's B*C rows), so every projection of a padded batch would compile per length. Rows
+// are independent in a matmul, so it runs over the whole bucket instead: the mm of [B*C, K] rows
+// (a dense view), whose result is a padded prefix of [B, C, N] again; the spare rows' values
+// never reach the true rows. A batch of one needs none of this (its [L, K] view of [C, K] is a
+// padded prefix already).
+//
+// matmul is a CompositeImplicitAutograd op, so it is registered at AutogradPrivateUse1: with
+// autograd recording, or for tensors that are not plain tpu tensors (fake or functional ones
+// under torch.compile), it runs PyTorch's own composite, as before.
+#include <ATen/ATen.h>
+#include <ATen/ops/matmul_native.h>
+#include <c10/core/GradMode.h>
+#include <torch/library.h>
+
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+namespace {
+
+bool plain_tpu_tensor(const at::Tensor& t) {
+  constexpr c10::DispatchKeySet wrapped({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
+                                         c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::Conjugate,
+                                         c10::DispatchKey::Negative});
+  return t.defined() && t.is_privateuseone() && !t.key_set().has_any(wrapped);
+}
+
+// The padded batch [.., L, .., K] whose fold would copy: padded along a dim before the last,
+// with a dim of extent > 1 before the padded one.
+std::optional<Spare> padded_batch(const at::Tensor& t) {
+  if (t.dim() < 3 || !plain_tpu_tensor(t)) return std::nullopt;
+  std::optional<Spare> s = spare_rows(t);
+  if (!s || s->dim >= t.dim() - 1) return std::nullopt;
+  for (int64_t d = 0; d < s->dim; ++d) {
+    if (t.size(d) != 1) return s;
+  }
+  return std::nullopt;
+}
+
+at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
+  bool records = c10::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
+  if (!records && other.dim() <= 2 && plain_tpu_tensor(other) && spare_rows(other) == std::nullopt) {
+    if (std::optional<Spare> s = padded_batch(self)) {
+      at::Tensor whole = whole_capacity(self, s->dim, s->capacity);
+      return as_padded_prefix(at::native::matmul(whole, other), s->dim, s->length);
+    }
+  }
+  return at::native::matmul(self, other);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("matmul", matmul); }
+
+}  // namespace
+}  // namespace tpu::engine
