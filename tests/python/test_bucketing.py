@@ -77,6 +77,60 @@ def test_a_batch_of_prompts_uploads_into_a_bucket_of_rows_and_views_densely():
     assert torch.equal(ids.to(DEV).contiguous().cpu(), ids)
 
 
+def batch_of_ids(length, seed=0):
+    """[3, length] ids, rows seeded apart, with NaN/inf ids next to the padding (values_of)."""
+    return torch.cat([ids_of(length, neighbours=True, seed=seed + row) for row in range(3)])
+
+
+MATMULS = {
+    "matmul": lambda x, w, b: x @ w,
+    "linear": lambda x, w, b: F.linear(x, w.T),
+    "linear with bias": lambda x, w, b: F.linear(x, w.T, b),
+    "matrix-vector": lambda x, w, b: x @ w[:, 0],
+}
+
+
+@pytest.mark.parametrize("length", [2, 3, 127, 129, 200])
+def test_matmul_of_a_padded_batch_runs_over_the_bucket(length):
+    """x @ w of a [3, L, 4] padded batch: PyTorch folds it into [3 * L, 4] rows, which would copy
+    them dense; it runs over the bucket's rows instead (growing_matmul.cc) and stays padded."""
+    ids = batch_of_ids(length, seed=length)
+    cpu, dev = values_of(ids), values_of(ids.to(DEV))
+    assert is_padded(dev) and not dev.is_contiguous()
+    g = torch.Generator().manual_seed(2)
+    w, b = torch.randn(4, 6, generator=g), torch.randn(6, generator=g)
+    for name, fn in MATMULS.items():
+        got = fn(dev, w.to(DEV), b.to(DEV))
+        torch.testing.assert_close(got.cpu(), fn(cpu, w, b), equal_nan=True, msg=lambda m: f"{name}: {m}")
+        assert got.shape == fn(cpu, w, b).shape
+    assert is_padded(dev @ w.to(DEV))
+
+
+def test_matmul_of_a_padded_batch_compiles_nothing_in_a_warm_bucket():
+    w = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
+    fn = lambda ids: values_of(ids) @ w.to(ids.device)  # noqa: E731
+    fn(batch_of_ids(40).to(DEV)).cpu()
+    built = executables_built()
+    for length in (41, 77, 100):
+        ids = batch_of_ids(length, seed=length)
+        torch.testing.assert_close(fn(ids.to(DEV)).cpu(), fn(ids), equal_nan=True)
+    assert executables_built() == built
+
+
+def test_matmul_of_a_padded_batch_that_records_autograd_takes_pytorchs_path():
+    """With autograd recording, matmul is PyTorch's own composite (fold and mm): the same
+    values and gradients as the CPU."""
+    ids = batch_of_ids(37)
+    w = torch.randn(4, 6, generator=torch.Generator().manual_seed(4))
+    x_cpu = values_of(ids).nan_to_num(0.0, 1e4, -1e4).requires_grad_()
+    x_dev = values_of(ids.to(DEV)).nan_to_num(0.0, 1e4, -1e4).detach().requires_grad_()
+    w_cpu, w_dev = w.clone().requires_grad_(), w.to(DEV).requires_grad_()
+    (x_cpu @ w_cpu).square().sum().backward()
+    (x_dev @ w_dev).square().sum().backward()
+    torch.testing.assert_close(x_dev.grad.cpu(), x_cpu.grad)
+    torch.testing.assert_close(w_dev.grad.cpu(), w_cpu.grad)
+
+
 @pytest.mark.parametrize("length", [2, 3, 64, 127, 129, 200])
 @pytest.mark.parametrize("neighbours", [False, True], ids=["finite", "nan_inf_neighbours"])
 def test_ops_over_a_bucket_match_cpu(length, neighbours):
