@@ -79,9 +79,10 @@ SLICE := $(addprefix tests/python/,test_ops_elementwise.py test_ops_reduce.py te
   test_compile.py test_optim.py test_aot_check.py test_ops_attention.py test_bucketing.py test_bucketed_graphs.py test_bucketed_masks.py)
 AOT_ENV = TORCH_TPU_AOT_CHECK=$$($(PY) -c "import libtpu" 2>/dev/null && echo v6e:1x1)
 
+# --durations: the slowest tests are listed at the end, to keep CI within its time budget.
 test-python: setup
-	TORCH_TPU_QUIET=1 $(PY) -m pytest -q $(OP_SUITE)
-	TORCH_TPU_QUIET=1 $(PY) -m pytest -q $(foreach f,$(MODEL_SUITES),tests/python/$(f))
+	TORCH_TPU_QUIET=1 $(PY) -m pytest -q --durations=30 $(OP_SUITE)
+	TORCH_TPU_QUIET=1 $(PY) -m pytest -q --durations=15 $(foreach f,$(MODEL_SUITES),tests/python/$(f))
 
 # PyTorch's CPU kernels, our reference, answer differently at NaN/inf by vector ISA (docs/limits.md
 # "PyTorch CPU's own scalar and vector loops disagree"): test-python ran the NaN-sensitive suites
@@ -97,7 +98,7 @@ test-cpu-isa: setup
 # Every module the slice compiles is also compiled by libtpu for a v6e chip: counts are printed
 # at the end, undocumented rejections fail the run (docs/tpu_aot.md).
 test-aot-slice: setup
-	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PY) -m pytest -q $(SLICE)
+	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PY) -m pytest -q --durations=15 $(SLICE)
 
 test-aot: setup
 	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PY) -m pytest -q $(OP_SUITE)
