@@ -153,6 +153,7 @@ bench-llm: setup
 	$(PY) benchmarks/llm_generate.py
 	$(PY) benchmarks/serving.py
 	$(PY) benchmarks/serving.py --family gemma3
+	$(PY) benchmarks/serving.py --batch 3
 
 docs: setup
 	TORCH_TPU_QUIET=1 $(PY) tools/gen_ops_table.py > docs/supported_ops.md

@@ -1,9 +1,10 @@
 """Serving with prompts of random length: what bucketing (docs/bucketing.md) buys.
 
-Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3]). A
+Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3] [--batch N]). A
 Qwen3-architecture model (`--family gemma3`: Gemma 3, whose sliding-window layers attend with a
 materialised mask; seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
-random prompt length (3..400 tokens, batch of one, greedy, 8 new tokens) in one fresh process with
+random prompt length (3..400 tokens, batch of one or `--batch` left-padded prompts, greedy, 8 new
+tokens) in one fresh process with
 an empty executable cache, four ways: PyTorch CPU eager, `tpu` with bucketing (the default:
 powers of two from 128), with TORCH_TPU_BUCKETING=fine (four buckets per doubling from 16) and with
 TORCH_TPU_BUCKETING=0 (every new length compiles its own executables). Printed per way:
@@ -44,17 +45,22 @@ times, compiles, outputs = [], [], []
 """
 
 CHILD = CHILD_PROLOGUE + r"""
-requests, new, lengths = int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+requests, new, lengths, batch = int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), int(sys.argv[6])
 rng = random.Random(0)
 for i in range(requests):
     n = rng.randint(3, 400)
-    ids = torch.randint(3, vocab, (1, n), generator=torch.Generator().manual_seed(i))
+    ids = torch.randint(3, vocab, (batch, n), generator=torch.Generator().manual_seed(i))
+    mask = torch.ones_like(ids)
+    shorter = random.Random(1000 + i)
+    for row in range(1, batch):  # a batch's other prompts are shorter, left-padded with id 0
+        pad = n - shorter.randint(1, n)
+        ids[row, :pad], mask[row, :pad] = 0, 0
     before = built()
     with torch.no_grad():
         out, seconds = timing.timed(lambda: model.generate(
-            input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device), max_new_tokens=new,
-            min_new_tokens=new, do_sample=False).cpu(), device)
-    outputs.append(out[0, -new:].tolist())
+            input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=new,
+            min_new_tokens=new, do_sample=False, pad_token_id=0).cpu(), device)
+    outputs.append(out[:, -new:].tolist())
     times.append(seconds); compiles.append(built() - before)
 prefill = {}
 for n in lengths:
@@ -121,13 +127,14 @@ def print_requests(title, results, reference):
     print()
 
 
-def run(path, device, bucketing, quick):
+def run(path, device, bucketing, quick, batch):
     env = child_env(bucketing)
-    if device == "tpu" and importlib.util.find_spec("libtpu"):
+    if device == "tpu" and importlib.util.find_spec("libtpu") and batch == 1:
         env.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
     requests = 12 if quick else REQUESTS
-    out = subprocess.run([sys.executable, "-c", CHILD, path, device, str(requests), str(NEW), json.dumps(LENGTHS)],
-                         env=env, capture_output=True, text=True, timeout=3600)
+    lengths = LENGTHS if batch == 1 else ()  # the prefill table is one prompt's: measured once, at batch 1
+    out = subprocess.run([sys.executable, "-c", CHILD, path, device, str(requests), str(NEW), json.dumps(lengths),
+                          str(batch)], env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{device} (bucketing {bucketing}) failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -149,7 +156,12 @@ def main():
     parser.add_argument("--quick", action="store_true", help="12 requests instead of 32")
     parser.add_argument("--family", choices=("qwen3", "gemma3"), default="qwen3",
                         help="gemma3: sliding-window layers (window 64) attend with a materialised mask")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="prompts per request, left-padded (the longest of random length, the others shorter); "
+                             "above 1 only the requests table is printed")
     args = parser.parse_args()
+    if args.batch < 1:
+        parser.error(f"--batch must be at least 1, got {args.batch}")
     import torch
     import transformers
     shape = dict(vocab_size=16000, hidden_size=256, intermediate_size=768, num_hidden_layers=6, num_attention_heads=4,
@@ -164,17 +176,22 @@ def main():
     params = sum(p.numel() for p in model.parameters()) / 1e6
     with tempfile.TemporaryDirectory() as path:
         model.save_pretrained(path)
-        results = {"PyTorch CPU eager": run(path, "cpu", "pow2", args.quick),
-                   "tpu, bucketed": run(path, "tpu", "pow2", args.quick),
-                   "tpu, fine buckets": run(path, "tpu", "fine", args.quick),
-                   "tpu, exact shapes": run(path, "tpu", "0", args.quick)}
-        compiled = {"PyTorch CPU eager": run_compiled(path, "cpu", "pow2", args.quick),
-                    "tpu compiled, per bucket": run_compiled(path, "tpu", "pow2", args.quick),
-                    "tpu compiled, per shape": run_compiled(path, "tpu", "0", args.quick)}
+        results = {"PyTorch CPU eager": run(path, "cpu", "pow2", args.quick, args.batch),
+                   "tpu, bucketed": run(path, "tpu", "pow2", args.quick, args.batch),
+                   "tpu, fine buckets": run(path, "tpu", "fine", args.quick, args.batch),
+                   "tpu, exact shapes": run(path, "tpu", "0", args.quick, args.batch)}
+        if args.batch == 1:
+            compiled = {"PyTorch CPU eager": run_compiled(path, "cpu", "pow2", args.quick),
+                        "tpu compiled, per bucket": run_compiled(path, "tpu", "pow2", args.quick),
+                        "tpu compiled, per shape": run_compiled(path, "tpu", "0", args.quick)}
     cpu = results["PyTorch CPU eager"]
     n = len(cpu["times"])
+    padding = ", left-padded" if args.batch > 1 else ""
     print_requests(f"torch-tpu serving benchmark — {args.family} ~{params:.0f}M, {n} requests of random prompt length "
-                   f"(3..400), batch 1, {NEW} new tokens, fresh process, empty executable cache", results, cpu)
+                   f"(3..400), batch {args.batch}{padding}, {NEW} new tokens, fresh process, empty executable cache",
+                   results, cpu)
+    if args.batch > 1:
+        return
     print_requests(f"scoring with a compiled forward (torch.compile(model, dynamic=True), last token's logits), "
                    f"{n} requests of random length (3..400), fresh process", compiled, compiled["PyTorch CPU eager"])
     header = (f"{'buckets':<8} {'prompt':>6} {'bucket':>6} {'bucketed ms':>11} {'exact ms':>8} {'ratio':>6} "

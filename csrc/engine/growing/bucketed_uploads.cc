@@ -6,10 +6,11 @@
 // into a padded prefix of a bucket's columns, every op computed from them runs over the bucket
 // (bucketed_ops.cc, growing_pointwise.cc) and a new prompt length compiles nothing while it falls
 // into a bucket already seen. Only fresh tensors (the result of .to("tpu")) are bucketed: a copy_
-// into an existing tensor keeps that tensor's storage, which others may share. Only a batch of
-// one: its padded prefix [1, L] of [1, C] is still contiguous (strides [C, 1]), as PyTorch
-// promises for a copy, and so are the results computed from it; a batch of several would be a
-// non-contiguous tensor, and generate() clones its ids into a contiguous tensor at once.
+// into an existing tensor keeps that tensor's storage, which others may share. A batch of one's
+// padded prefix [1, L] of [1, C] is still contiguous (strides [C, 1]); a left-padded batch's
+// [B, L] of [B, C] is not, as a grown KV cache is not. Its contiguous copies keep the bucket
+// (generate() copies its ids at once; bucketed_ops.cc), its projections run over the bucket's
+// rows (growing_matmul.cc), and view() makes it dense where a view needs that (growing_view.cc).
 #include <ATen/ATen.h>
 
 #include <array>

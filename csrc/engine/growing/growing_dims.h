@@ -112,7 +112,7 @@ void reset_bucket_stats();
 void mark_dynamic(const at::Tensor& t, int64_t dim);
 
 // The bucket a host-to-device copy into `dst` uploads into, or nullopt: a fresh tensor (its
-// storage unshared) of token ids, int64 [1, length] with length >= 2, is uploaded as a
+// storage unshared) of token ids, int64 [batch, length] with length >= 2, is uploaded as a
 // padded prefix of bucket_for(length) columns (bucketed_uploads.cc; TORCH_TPU_BUCKETING=0:
 // never).
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);
@@ -126,7 +126,7 @@ std::optional<int64_t> capacity_of_bucketed_length(int64_t length);
 bool bucketing_enabled();
 
 // Whether pointwise_over_capacity may take calls of `op`: functional pointwise ops with one
-// tensor result, no generator, no memory format (clone(contiguous) must stay contiguous).
+// tensor result, no generator, no memory format (clone's copy is its own rule's: bucketed_ops.cc).
 bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag);
 
 // TORCH_TPU_GROWING_DIMS=0 turns the mechanism off (every length compiles its own modules).
