@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV
+from helpers import DEV, executables_built
 from test_bucketing import assert_a_warm_bucket_compiles_nothing, ids_of, is_padded
 
 WINDOW = 8
@@ -67,6 +67,51 @@ def test_masked_attention_with_repeated_heads_over_a_bucket_matches_cpu(length, 
 def test_masked_attention_with_repeated_heads_compiles_once_per_bucket():
     weights = table(False)
     assert_a_warm_bucket_compiles_nothing(lambda ids: attention(ids, weights), 40, (3, 77, 127))
+
+
+def batch_attention(ids, weights):
+    """A left-padded batch's attention with one KV head: the head is repeated by a view (expand
+    and a reshape that needs no copy, as repeat_kv does for a single KV head), and the mask
+    joins the sliding window with each row's padding (a key is also visible to its own query,
+    so no row is fully masked)."""
+    b, n = ids.shape
+    x = F.embedding(ids, weights.to(ids.device))  # [B, L, 32]
+    q = x[..., :16].reshape(b, n, 4, 4).transpose(1, 2)
+    kv = x[..., 16:20].reshape(b, n, 1, 4).transpose(1, 2)
+    k = kv[:, :, None].expand(b, 1, 4, n, 4).reshape(b, 4, n, 4)
+    v = (kv * 0.5 + 1)[:, :, None].expand(b, 1, 4, n, 4).reshape(b, 4, n, 4)
+    pos = torch.arange(n, device=ids.device)
+    valid_keys = (ids != 1)[:, None, None, :]  # id 1: a padded position
+    mask = sliding_mask(ids) & (valid_keys | (pos[None, None, :, None] == pos[None, None, None, :]))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.contiguous())
+    return out.transpose(1, 2).reshape(b, n, 16)
+
+
+def left_padded_ids(length, special):
+    """[3, length] ids; rows 1 and 2 left-padded with id 1."""
+    ids = torch.cat([ids_of(length, neighbours=special, seed=length + row) for row in range(3)])
+    ids[1, :length // 3] = 1
+    ids[2, :length // 2] = 1
+    return ids
+
+
+@pytest.mark.parametrize("length", [2, 9, 127, 129, 200])
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan_inf_neighbours"])
+def test_a_left_padded_batchs_attention_with_one_kv_head_runs_over_the_bucket(length, special):
+    ids = left_padded_ids(length, special)
+    got = batch_attention(ids.to(DEV), table(special))
+    assert is_padded(got)
+    torch.testing.assert_close(got.cpu(), batch_attention(ids, table(special)), equal_nan=True)
+
+
+def test_a_left_padded_batchs_attention_compiles_nothing_in_a_warm_bucket():
+    weights = table(False)
+    batch_attention(left_padded_ids(40, False).to(DEV), weights).cpu()
+    built = executables_built()
+    for length in (3, 77, 127):
+        ids = left_padded_ids(length, False)
+        torch.testing.assert_close(batch_attention(ids.to(DEV), weights).cpu(), batch_attention(ids, weights))
+    assert executables_built() == built
 
 
 def test_views_of_padded_copies_match_cpu():

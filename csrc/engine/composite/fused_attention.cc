@@ -62,6 +62,15 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
   return static_cast<int64_t>(backend);
 }
 
+// The capacity of keys or values padded along their rows (dim 2): a padded prefix, or a view of
+// one that repeats its heads (a single KV head expanded to the query's, viewed without a copy).
+std::optional<int64_t> capacity_of_rows(const at::Tensor& t) {
+  if (std::optional<int64_t> capacity = padded_capacity(t, 2)) return capacity;
+  std::optional<Spare> s = spare_rows(t);
+  if (s && s->dim == 2) return s->capacity;
+  return std::nullopt;
+}
+
 // Keys and values with spare capacity (a growing KV cache, engine/growing): attention over the
 // whole capacity with the rows past the length masked out, so the module depends on the
 // capacity, not on the length. A mask must grow with them (generate()'s padded-batch mask, built
@@ -70,8 +79,8 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
                                                                              const at::Tensor& key,
                                                                              const at::Tensor& value,
                                                                              const std::optional<at::Tensor>& mask) {
-  std::optional<int64_t> capacity = padded_capacity(key, 2);
-  if (!capacity || padded_capacity(value, 2) != capacity) return std::nullopt;
+  std::optional<int64_t> capacity = capacity_of_rows(key);
+  if (!capacity || capacity_of_rows(value) != capacity) return std::nullopt;
   int64_t length = key.size(2);
   // arange(C) < length: the length is a runtime scalar of the comparison.
   at::Tensor valid = rows_below(*capacity, length, 3, 4, key);
