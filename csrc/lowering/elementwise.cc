@@ -593,5 +593,8 @@ const Registrar registrar({
     {"addcdiv", addc_rule(true)},
 });
 
+// An integer divisor of zero raises (assert_nonzero_integer_divisor): checked on the divisor's values.
+const ValueChecksRegistrar value_checks({"div.Tensor_mode", "remainder.Tensor", "fmod.Tensor"});
+
 }  // namespace
 }  // namespace tpu::lowering

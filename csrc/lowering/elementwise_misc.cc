@@ -304,5 +304,8 @@ const Registrar registrar({
     {"polar", polar},
 });
 
+// An integer divisor of zero raises (floor_divide's check): checked on the divisor's values.
+const ValueChecksRegistrar value_checks({"floor_divide", "floor_divide.Scalar", "floor_divide.Tensor"});
+
 }  // namespace
 }  // namespace tpu::lowering

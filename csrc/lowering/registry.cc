@@ -42,6 +42,15 @@ bool is_graph_only_rule(const std::string& op_name) { return graph_only().count(
 
 void declare_padded_operands(const std::string& rule_name, PaddedOperands how) { padded_table()[rule_name] = how; }
 
+std::set<std::string>& value_checks_table() {
+  static std::set<std::string> rules;
+  return rules;
+}
+
+void declare_value_checks(const std::string& rule_name) { value_checks_table().insert(rule_name); }
+
+bool checks_values(const std::string& rule_name) { return value_checks_table().count(rule_name) != 0; }
+
 std::optional<PaddedOperands> padded_operands(const std::string& rule_name) {
   auto it = padded_table().find(rule_name);
   if (it == padded_table().end()) return std::nullopt;

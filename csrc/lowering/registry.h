@@ -124,6 +124,13 @@ std::optional<PaddedOperands> padded_operands(const std::string& rule_name);
 // "exact", "keeps_dim", ... as the compiled-graph side names the kinds.
 const char* padded_operands_name(PaddedOperands how);
 
+// Rules that check their operands' values on the device (Builder::assert_false: an integer
+// divisor of zero raises ZeroDivisionError). Run over a padded operand's whole capacity without a
+// runtime size (engine/growing's pointwise path), the check would read the spare rows, whatever
+// they hold, and raise for values the user never had: such calls take the exact path.
+void declare_value_checks(const std::string& rule_name);
+bool checks_values(const std::string& rule_name);
+
 // Registers rules at static-initialization time: `static Registrar r({{"add.Tensor", fn}, ...});`
 struct Registrar {
   Registrar(std::initializer_list<std::pair<const char*, Rule>> rules) {
@@ -141,6 +148,13 @@ struct GraphRegistrar {
 struct PaddedOperandsRegistrar {
   PaddedOperandsRegistrar(std::initializer_list<std::pair<const char*, PaddedOperands>> rules) {
     for (const auto& [name, how] : rules) declare_padded_operands(name, how);
+  }
+};
+
+// Declares the rules that check operand values: `static ValueChecksRegistrar v({"fmod.Tensor"});`
+struct ValueChecksRegistrar {
+  ValueChecksRegistrar(std::initializer_list<const char*> rules) {
+    for (const char* name : rules) declare_value_checks(name);
   }
 };
 

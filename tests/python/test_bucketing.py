@@ -56,9 +56,10 @@ def test_prompt_ids_upload_into_a_bucket_and_stay_contiguous():
         assert dev.is_contiguous() and dev.shape == ids.shape
         assert dev.untyped_storage().nbytes() == capacity * 8
         assert torch.equal(dev.cpu(), ids)
-    # A bucket's own length, other dtypes and ranks upload as they are.
+    # A bucket's own length, other dtypes and ranks, and tables of more rows than a batch of
+    # prompts has upload as they are.
     for t in (ids_of(128), torch.ones(1, 37, dtype=torch.int32), torch.ones(37, dtype=torch.long),
-              torch.ones(1, 1, dtype=torch.long)):
+              torch.ones(1, 1, dtype=torch.long), torch.ones(65, 2, dtype=torch.long)):
         assert not is_padded(t.to(DEV)), t.shape
 
 
@@ -75,6 +76,29 @@ def test_a_batch_of_prompts_uploads_into_a_bucket_of_rows_and_views_densely():
     # (A Python handle on the storage would keep it shared, and view() would raise as it did.)
     assert ids.to(DEV).untyped_storage().nbytes() == 3 * 128 * 8
     assert torch.equal(ids.to(DEV).contiguous().cpu(), ids)
+
+
+INTEGER_DIVISIONS = {
+    "div floor": lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    "div trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+    "floor_divide": torch.floor_divide,
+    "remainder": torch.remainder,
+    "fmod": torch.fmod,
+}
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_integer_division_by_bucketed_ids_checks_only_the_true_values(rows):
+    """The spare columns of a bucketed upload hold zeros: an integer division by it must not
+    raise ZeroDivisionError for them (the device check reads the operand's values), and a real
+    zero must still raise."""
+    x = torch.arange(rows * 6).reshape(rows, 6) + 7
+    y = torch.arange(rows * 6).reshape(rows, 6) % 5 + 1
+    for name, fn in INTEGER_DIVISIONS.items():
+        assert torch.equal(fn(x.to(DEV), y.to(DEV)).cpu(), fn(x, y)), name
+    y[0, 2] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(x.to(DEV), y.to(DEV)).cpu()
 
 
 def batch_of_ids(length, seed=0):

@@ -49,8 +49,13 @@ int64_t bucket_for(int64_t length) {
   return (length + step - 1) / step * step;
 }
 
+// A batch of prompts has a few rows; an int64 table of many short rows ([10000, 2] pairs) is not
+// one, and padding each of its rows to a bucket would multiply its size.
+constexpr int64_t kMaxBatchRows = 64;
+
 std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
   if (!bucketing_enabled() || dst.scalar_type() != at::kLong || dst.dim() != 2 || dst.size(1) < 2 ||
+      dst.size(0) > kMaxBatchRows ||
       dst.storage_offset() != 0 || !dst.is_contiguous() || dst.storage().use_count() != 1 ||
       dst.numel() * dst.element_size() != static_cast<int64_t>(dst.storage().nbytes())) {
     return std::nullopt;

@@ -112,7 +112,7 @@ void reset_bucket_stats();
 void mark_dynamic(const at::Tensor& t, int64_t dim);
 
 // The bucket a host-to-device copy into `dst` uploads into, or nullopt: a fresh tensor (its
-// storage unshared) of token ids, int64 [batch, length] with length >= 2, is uploaded as a
+// storage unshared) of token ids, int64 [batch, length] with length >= 2 and batch <= 64, is uploaded as a
 // padded prefix of bucket_for(length) columns (bucketed_uploads.cc; TORCH_TPU_BUCKETING=0:
 // never).
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);

@@ -19,6 +19,7 @@
 #include "engine/call/lowered_kernel.h"
 #include "engine/device/storage.h"
 #include "engine/growing/growing_dims.h"
+#include "lowering/registry.h"
 
 namespace tpu::engine {
 
@@ -60,6 +61,9 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   // In the result's coordinates; operands may grow along two dims (query against key positions).
   std::optional<Spare> grows = shared_growth(operands, rank, /*square=*/true);
   if (!grows) return false;  // nothing on the stack changed yet: the rule's path
+  // A rule that checks operand values (an integer divisor of zero) would check the spare rows too.
+  const c10::OperatorName& name = op.operator_name();
+  if (lowering::checks_values(lowering::rule_for(name.name.substr(6), name.overload_name))) return false;
   for (size_t i = first; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
