@@ -128,6 +128,10 @@ def test_matmul_of_a_padded_batch_runs_over_the_bucket(length):
         torch.testing.assert_close(got.cpu(), fn(cpu, w, b), equal_nan=True, msg=lambda m: f"{name}: {m}")
         assert got.shape == fn(cpu, w, b).shape
     assert is_padded(dev @ w.to(DEV))
+    with torch.inference_mode():  # autograd's keys skipped: the same path
+        got = values_of(ids.to(DEV)) @ w.to(DEV)
+        assert is_padded(got)
+        torch.testing.assert_close(got.cpu(), cpu @ w, equal_nan=True)
 
 
 def test_matmul_of_a_padded_batch_compiles_nothing_in_a_warm_bucket():

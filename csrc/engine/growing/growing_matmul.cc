@@ -9,9 +9,10 @@
 // never reach the true rows. A batch of one needs none of this (its [L, K] view of [C, K] is a
 // padded prefix already).
 //
-// matmul is a CompositeImplicitAutograd op, so it is registered at AutogradPrivateUse1: with
-// autograd recording, or for tensors that are not plain tpu tensors (fake or functional ones
-// under torch.compile), it runs PyTorch's own composite, as before.
+// matmul is a CompositeImplicitAutograd op, so it is registered at AutogradPrivateUse1 (and at
+// PrivateUse1, which inference_mode reaches directly): with autograd recording, or for tensors
+// that are not plain tpu tensors (fake or functional ones under torch.compile), it runs PyTorch's
+// own composite, as before.
 #include <ATen/ATen.h>
 #include <ATen/ops/matmul_native.h>
 #include <c10/core/GradMode.h>
@@ -56,6 +57,8 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("matmul", matmul); }
+// Below autograd too: under torch.inference_mode() the autograd keys are skipped.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("matmul", matmul); }
 
 }  // namespace
 }  // namespace tpu::engine
