@@ -87,13 +87,13 @@ INTEGER_DIVISIONS = {
 }
 
 
-@pytest.mark.parametrize("rows", [1, 3])
-def test_integer_division_by_bucketed_ids_checks_only_the_true_values(rows):
+def test_integer_division_by_bucketed_ids_checks_only_the_true_values():
     """The spare columns of a bucketed upload hold zeros: an integer division by it must not
     raise ZeroDivisionError for them (the device check reads the operand's values), and a real
-    zero must still raise."""
-    x = torch.arange(rows * 6).reshape(rows, 6) + 7
-    y = torch.arange(rows * 6).reshape(rows, 6) % 5 + 1
+    zero must still raise. (A batch's divisor: test_ops_elementwise's int64 [5, 6] one, bucketed
+    too. Each int64 division module costs libtpu ~5-30 s to compile in the AOT slice.)"""
+    x = torch.arange(6).reshape(1, 6) + 7
+    y = torch.arange(6).reshape(1, 6) % 5 + 1
     for name, fn in INTEGER_DIVISIONS.items():
         assert torch.equal(fn(x.to(DEV), y.to(DEV)).cpu(), fn(x, y)), name
     y[0, 2] = 0
