@@ -18,6 +18,10 @@ std::map<std::string, PaddedOperands>& padded_table() {
   static std::map<std::string, PaddedOperands> kinds;
   return kinds;
 }
+std::set<std::string>& value_checks_table() {
+  static std::set<std::string> rules;
+  return rules;
+}
 }  // namespace
 
 const Arg& Context::arg(size_t i) const {
@@ -41,11 +45,6 @@ void register_graph_rule(const std::string& op_name, Rule rule) {
 bool is_graph_only_rule(const std::string& op_name) { return graph_only().count(op_name) > 0; }
 
 void declare_padded_operands(const std::string& rule_name, PaddedOperands how) { padded_table()[rule_name] = how; }
-
-std::set<std::string>& value_checks_table() {
-  static std::set<std::string> rules;
-  return rules;
-}
 
 void declare_value_checks(const std::string& rule_name) { value_checks_table().insert(rule_name); }
 

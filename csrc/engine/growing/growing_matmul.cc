@@ -46,12 +46,12 @@ std::optional<Spare> padded_batch(const at::Tensor& t) {
 }
 
 at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
+  // Every tpu linear passes here: the common case (self not a padded batch) is decided first.
+  std::optional<Spare> s = padded_batch(self);
   bool records = c10::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
-  if (!records && other.dim() <= 2 && plain_tpu_tensor(other) && spare_rows(other) == std::nullopt) {
-    if (std::optional<Spare> s = padded_batch(self)) {
-      at::Tensor whole = whole_capacity(self, s->dim, s->capacity);
-      return as_padded_prefix(at::native::matmul(whole, other), s->dim, s->length);
-    }
+  if (s && !records && other.dim() <= 2 && plain_tpu_tensor(other) && !spare_rows(other)) {
+    at::Tensor whole = whole_capacity(self, s->dim, s->capacity);
+    return as_padded_prefix(at::native::matmul(whole, other), s->dim, s->length);
   }
   return at::native::matmul(self, other);
 }
