@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.deps-stamp
 JOBS ?= 2
+# pytest-xdist workers for the test suites: one per core, at most 4 (each loads the plugins and,
+# with the AOT check, libtpu). Each test file stays on one worker (--dist loadfile), in order.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
@@ -76,13 +80,14 @@ OP_SUITE := tests/python $(foreach f,$(MODEL_SUITES),--ignore=tests/python/$(f))
 # take CI past its budget; `make test-aot` and `make test-oldest-plugin-full` do (long suites).
 SLICE := $(addprefix tests/python/,test_ops_elementwise.py test_ops_reduce.py test_ops_index.py \
   test_ops_nn.py test_ops_conv.py test_ops_shape.py test_views.py test_math_bits.py test_ops_fft.py \
-  test_compile.py test_optim.py test_aot_check.py test_ops_attention.py test_bucketing.py test_bucketed_graphs.py test_bucketed_masks.py)
+  test_compile.py test_optim.py test_aot_check.py test_ops_attention.py test_bucketing.py test_bucketed_graphs.py test_bucketed_masks.py \
+  test_bucketed_conv.py test_bucketed_chunks.py)
 AOT_ENV = TORCH_TPU_AOT_CHECK=$$($(PY) -c "import libtpu" 2>/dev/null && echo v6e:1x1)
 
 # --durations: the slowest tests are listed at the end, to keep CI within its time budget.
 test-python: setup
-	TORCH_TPU_QUIET=1 $(PY) -m pytest -q --durations=30 $(OP_SUITE)
-	TORCH_TPU_QUIET=1 $(PY) -m pytest -q --durations=15 $(foreach f,$(MODEL_SUITES),tests/python/$(f))
+	TORCH_TPU_QUIET=1 $(PYTEST) -q --durations=30 $(OP_SUITE)
+	TORCH_TPU_QUIET=1 $(PYTEST) -q --durations=15 $(foreach f,$(MODEL_SUITES),tests/python/$(f))
 
 # PyTorch's CPU kernels, our reference, answer differently at NaN/inf by vector ISA (docs/limits.md
 # "PyTorch CPU's own scalar and vector loops disagree"): test-python ran the NaN-sensitive suites
@@ -93,20 +98,20 @@ ISA_SLICE := $(addprefix tests/python/,test_ops_activations_losses.py test_ops_r
 test-cpu-isa: setup
 	@for isa in $$($(PY) tools/lower_cpu_capabilities.py); do \
 	  echo "ATEN_CPU_CAPABILITY=$$isa:"; \
-	  ATEN_CPU_CAPABILITY=$$isa TORCH_TPU_QUIET=1 $(PY) -m pytest -q $(ISA_SLICE) || exit 1; done
+	  ATEN_CPU_CAPABILITY=$$isa TORCH_TPU_QUIET=1 $(PYTEST) -q $(ISA_SLICE) || exit 1; done
 
 # Every module the slice compiles is also compiled by libtpu for a v6e chip: counts are printed
 # at the end, undocumented rejections fail the run (docs/tpu_aot.md).
 test-aot-slice: setup
-	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PY) -m pytest -q --durations=15 $(SLICE)
+	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PYTEST) -q --durations=15 $(SLICE)
 
 test-aot: setup
-	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PY) -m pytest -q $(OP_SUITE)
+	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PYTEST) -q $(OP_SUITE)
 
 # StableHLO text has no cross-version guarantee: rerun emitted-module tests on the oldest CPU
 # plugin we support (PJRT 0.81) so syntax drift shows up here.
 test-oldest-plugin: setup
-	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PY) -m pytest -q $(SLICE)
+	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PYTEST) -q $(SLICE)
 
 # tools/accelerator_check.sh's steps on the plugin under `tpu` here, tiny sizes (the real run
 # needs the GPU machine: docs/accelerator.md).
@@ -119,7 +124,7 @@ check-torch-2.11: setup
 	bash tools/check_torch_release.sh 2.11.0
 
 test-oldest-plugin-full: setup
-	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PY) -m pytest -q $(OP_SUITE)
+	TORCH_TPU_QUIET=1 TORCH_TPU_CPU_PLUGIN=xla_plugins.xla_cpu_pjrt $(PYTEST) -q $(OP_SUITE)
 
 # Differential fuzzing, CPU vs tpu (tests/fuzz): random calls of the lowered ops; prints the
 # summary by class and op, and a repro per failing case. `make test` runs a 300-case slice.

@@ -261,6 +261,8 @@ const PaddedOperandsRegistrar padded_operands({
     {"addmm", PaddedOperands::Exact},
     {"baddbmm", PaddedOperands::Exact},
     {"mv", PaddedOperands::Exact},
+    // Qwen3.5's chunked delta rule solves one system per chunk, the chunks a padded prefix.
+    {"linalg_solve_triangular", PaddedOperands::BatchDims},
 });
 
 }  // namespace

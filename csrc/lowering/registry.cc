@@ -65,6 +65,7 @@ const char* padded_operands_name(PaddedOperands how) {
     case PaddedOperands::Prefix: return "prefix";
     case PaddedOperands::Scatter: return "scatter";
     case PaddedOperands::FullReduction: return "full_reduction";
+    case PaddedOperands::BatchDims: return "batch_dims";
   }
   return "";
 }

@@ -118,6 +118,9 @@ enum class PaddedOperands {
   Scatter,
   // A reduction of every element: the rows past the length become the reduction's identity first.
   FullReduction,
+  // Independent batches (a batched triangular solve): exact over the capacity without a runtime
+  // size while every padded dim is a batch dim, not one of the operands' last two.
+  BatchDims,
 };
 void declare_padded_operands(const std::string& rule_name, PaddedOperands how);
 std::optional<PaddedOperands> padded_operands(const std::string& rule_name);

@@ -1,3 +1,4 @@
+import json
 import os
 
 os.environ.setdefault("TORCH_TPU_QUIET", "1")
@@ -32,14 +33,52 @@ def _undocumented_rejections(stats):
     return {op: msg for op, msg in stats["rejections"].items() if f"`{op}`" not in docs}
 
 
-def pytest_terminal_summary(terminalreporter):
+# Under pytest-xdist (`make test` runs the op-level suites on every core) each worker process
+# runs part of the suite: it hands its counts to the controller, which prints and checks the sum.
+def _this_process_counts():
+    stats = _aot_stats()
+    aot = None
+    if stats is not None:
+        aot = {k: stats[k] for k in ("topology", "accepted", "rejected")}
+        aot["rejections"] = dict(stats["rejections"])
+    return {"rules_used": sorted(torch_tpu._C._rules_used()), "aot": aot}
+
+
+_worker_counts = []  # on the xdist controller: one entry per finished worker
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    counts = getattr(node, "workeroutput", {}).get("torch_tpu_counts")
+    if counts is not None:
+        _worker_counts.append(json.loads(counts))
+
+
+def _run_counts(config):
+    """This run's counts: this process's, or on an xdist controller the sum of its workers'."""
+    if not _worker_counts or hasattr(config, "workerinput"):
+        return _this_process_counts()
+    ran, aot = set(), None
+    for counts in _worker_counts:
+        ran.update(counts["rules_used"])
+        if counts["aot"] is not None:
+            if aot is None:
+                aot = {"topology": counts["aot"]["topology"], "accepted": 0, "rejected": 0, "rejections": {}}
+            aot["accepted"] += counts["aot"]["accepted"]
+            aot["rejected"] += counts["aot"]["rejected"]
+            aot["rejections"].update(counts["aot"]["rejections"])
+    return {"rules_used": sorted(ran), "aot": aot}
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    counts = _run_counts(config)
     # Which lowering rules this run executed (so the AOT counts below cover them too).
-    ran = set(torch_tpu._C._rules_used())
+    ran = set(counts["rules_used"])
     rules = set(torch_tpu._C._lowering_rules())
     unexercised = sorted(rules - ran)
     terminalreporter.write_line(f"lowering rules executed in this run: {len(rules & ran)} of {len(rules)}"
                                 + (f" (not executed: {', '.join(unexercised)})" if 0 < len(unexercised) <= 60 else ""))
-    stats = _aot_stats()
+    stats = counts["aot"]
     if stats is None:
         return
     terminalreporter.write_line(
@@ -50,6 +89,9 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    stats = _aot_stats()
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller checks the sum
+        session.config.workeroutput["torch_tpu_counts"] = json.dumps(_this_process_counts())
+        return
+    stats = _run_counts(session.config)["aot"]
     if stats is not None and _undocumented_rejections(stats):
         session.exitstatus = 1

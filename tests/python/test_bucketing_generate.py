@@ -44,7 +44,7 @@ def generate_requests(model, cpu_model, lengths, first_seed, kw, batch=1):
     return compiles
 
 
-@pytest.mark.parametrize("family", ["llama3", "qwen3", "gemma3"])
+@pytest.mark.parametrize("family", ["llama3", "qwen3", "qwen3_5", "gemma3"])
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(family, cache, tmp_path_factory):
     cpu_model, path = checkpoint(family, tmp_path_factory)

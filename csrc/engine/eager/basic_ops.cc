@@ -22,9 +22,9 @@
 #include "engine/device/runtime.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
+#include "engine/growing/growing_dims.h"
 #include "engine/eager/boxed_kernel.h"
 #include "engine/eager/fallback.h"
-#include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
 namespace {
@@ -238,6 +238,13 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
   bool same_device = src.device() == dst.device() || (src.device().is_cpu() && src.dim() == 0);
   if (same_device && !has_math_bits(src) && !has_math_bits(dst)) {
+    // An empty copy of matching shapes writes nothing: no module (Qwen3.5's rotary writes an
+    // empty [1, L, 0] slice once per prompt length).
+    if ((dst.numel() == 0 && dst.sizes() == src.sizes()) || copy_over_capacity(dst, src)) {
+      torch::jit::drop(*stack, 3);
+      stack->push_back(dst);
+      return;
+    }
     run_op(op, stack);
     return;
   }

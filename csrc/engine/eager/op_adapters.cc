@@ -251,6 +251,7 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
     a.over_capacity = &arange_over_capacity;
     return a;
   }();
+  static const OpAdapter convolution = [] { OpAdapter a; a.over_capacity = &convolution_over_capacity; return a; }();
   static const OpAdapter scaled_mm = [] { OpAdapter a; a.meta = &scaled_mm_meta; return a; }();
   static const OpAdapter scaled_mm_v2 = [] { OpAdapter a; a.meta = &scaled_mm_v2_meta; return a; }();
   static const std::map<std::string, const OpAdapter*> table{
@@ -286,6 +287,7 @@ const OpAdapter* find_adapter(const c10::OperatorName& name) {
       {"aten::fill", &float8_fill},
       {"aten::fill_", &float8_fill},
       {"aten::constant_pad_nd", &pad},
+      {"aten::convolution", &convolution},
   };
   auto it = table.find(name.name);
   return it == table.end() ? nullptr : it->second;

@@ -13,7 +13,7 @@
 //
 // Only ops whose rules declare how they take padded operands (lowering/registry.h, beside each
 // rule: contractions, reductions built on stablehlo.reduce, softmax, prefix scans, row-wise
-// gathers of padded indices, counts only where the padded dim is kept). Never in-place or out=
+// gathers of padded indices, counts only where the padded dim is kept, batched solves). Never in-place or out=
 // ops (but index_copy_ into an exact destination), RNG, sort or flips.
 #include <ATen/ATen.h>
 
@@ -243,6 +243,13 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot == source) return false;
     }
   }
+  if (kind == PaddedOperands::BatchDims) {
+    for (const Padded& p : padded) {
+      const c10::IValue& v = (*stack)[p.slot];
+      const at::Tensor t = p.elem < 0 ? v.toTensor() : v.toTensorList().get(p.elem);
+      if (p.spare.dim >= t.dim() - 2) return false;  // a matrix dim: rows are not independent
+    }
+  }
   // Only clone(memory_format=contiguous) copies over the bucket (reshape's copy, generate()'s copy
   // of its ids); other formats follow the input's strides, which the padding would change.
   if (kind == PaddedOperands::Contiguous) {
@@ -282,7 +289,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot != slot || p.elem != elem) continue;
       t = whole_capacity(t, p.spare.dim, capacity);
       keep_alive.push_back(t);
-      if (kind != PaddedOperands::Prefix) sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+      if (kind != PaddedOperands::Prefix && kind != PaddedOperands::BatchDims) sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
       return true;
     }
     return false;

@@ -43,6 +43,13 @@ std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim) {
   int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
   if (storage_elems % others != 0) return std::nullopt;
   int64_t capacity = storage_elems / others;
+  // A view of one part of a bigger padded storage (freq[0] of Qwen3.5's [3, B, C, D] rotary
+  // frequencies): the storage's own row stride says the capacity; the element count would make
+  // the other parts' rows look like spare ones of this view (3 * C).
+  const StorageBuffer& buffer = storage_buffer(t);
+  if (buffer.padded_stride == t.stride(dim) && buffer.padded_capacity >= rows && buffer.padded_capacity < capacity) {
+    capacity = buffer.padded_capacity;
+  }
   if (capacity < rows) return std::nullopt;
   int64_t expected = 1;
   bool row_major = true;

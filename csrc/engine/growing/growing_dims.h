@@ -89,6 +89,10 @@ bool index_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack
 bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// growing_conv.cc: a convolution along the growing dim (a causal conv1d over a prompt).
+bool convolution_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// growing_copy.cc: copy_ of a padded prefix into one of the same bucket; false: not handled.
+bool copy_over_capacity(const at::Tensor& dst, const at::Tensor& src);
 
 // bucketed_ops.cc: the op's rule over every padded operand's whole capacity, the length a
 // runtime size that XLA masks with; for the rules that declare how they take padded operands

@@ -7,7 +7,8 @@
 // are independent in a matmul, so it runs over the whole bucket instead: the mm of [B*C, K] rows
 // (a dense view), whose result is a padded prefix of [B, C, N] again; the spare rows' values
 // never reach the true rows. A batch of one needs none of this (its [L, K] view of [C, K] is a
-// padded prefix already).
+// padded prefix already). Batched products of two operands padded along one batch dim run over
+// both buckets the same way.
 //
 // matmul is a CompositeImplicitAutograd op, so it is registered at AutogradPrivateUse1 (and at
 // PrivateUse1, which inference_mode reaches directly): with autograd recording, or for tensors
@@ -49,9 +50,21 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
   // Every tpu linear passes here: the common case (self not a padded batch) is decided first.
   std::optional<Spare> s = padded_batch(self);
   bool records = c10::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
-  if (s && !records && other.dim() <= 2 && plain_tpu_tensor(other) && !spare_rows(other)) {
+  if (!s || records || !plain_tpu_tensor(other)) return at::native::matmul(self, other);
+  std::optional<Spare> o = spare_rows(other);
+  if (other.dim() <= 2 && !o) {
     at::Tensor whole = whole_capacity(self, s->dim, s->capacity);
     return as_padded_prefix(at::native::matmul(whole, other), s->dim, s->length);
+  }
+  // Batched products of two tensors padded along the same batch dim (Qwen3.5's chunked delta
+  // rule: [B, H, chunks, 64, D] products, the chunks a padded prefix): batches are independent.
+  // An operand not padded there broadcasts along it (extent 1).
+  bool same_batch_rows = o ? o->dim == s->dim && o->length == s->length && o->capacity == s->capacity
+                           : other.size(s->dim) == 1;
+  if (s->dim < self.dim() - 2 && other.dim() == self.dim() && same_batch_rows) {
+    at::Tensor whole_other = o ? whole_capacity(other, o->dim, o->capacity) : other;
+    return as_padded_prefix(at::native::matmul(whole_capacity(self, s->dim, s->capacity), whole_other), s->dim,
+                            s->length);
   }
   return at::native::matmul(self, other);
 }

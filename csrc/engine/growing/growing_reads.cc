@@ -18,9 +18,12 @@ namespace {
 at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                    std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking,
                    std::optional<at::MemoryFormat> memory_format) {
+  // A contiguous copy keeps the spare rows, as clone(memory_format=contiguous) does
+  // (bucketed_ops.cc): Qwen3.5's delta rule ends in .to(dtype, memory_format=contiguous_format).
+  at::MemoryFormat format = memory_format.value_or(at::MemoryFormat::Preserve);
   bool same_place = (!device || *device == self.device()) && (!layout || *layout == at::kStrided) &&
                     !pin_memory.value_or(false) &&
-                    memory_format.value_or(at::MemoryFormat::Preserve) == at::MemoryFormat::Preserve;
+                    (format == at::MemoryFormat::Preserve || format == at::MemoryFormat::Contiguous);
   if (same_place) {
     if (std::optional<Spare> s = spare_rows(self)) {
       // Converts the whole capacity (the rows past the length are zeros or stale rows: any value

@@ -3,11 +3,14 @@
 // where the CPU's contiguous cat result views fine. When no other tensor shares its storage,
 // the tensor is first moved into a dense storage of its own (same values, same tensor object),
 // which is what the CPU's layout would have been; then the view is the CPU's. Shared storages
-// (other views alias it) keep PyTorch's error: moving one alias would split them.
+// (other views alias it) keep PyTorch's error: moving one alias would split them. A slice of
+// the first L rows of a tensor that fills a live bucket of L is a padded prefix of it.
 #include <ATen/ATen.h>
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_unsafe_view_native.h>
+#include <ATen/ops/slice_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -48,7 +51,31 @@ at::Tensor unsafe_view(const at::Tensor& self, c10::IntArrayRef size) {
   return at::native::_unsafe_view(self, size);
 }
 
+// x[..., :L] of a tensor that fills a bucket (its dim is the capacity of a live bucketed prompt
+// of L rows) is that prompt's padded prefix again. Qwen3.5's chunked delta rule pads the prompt
+// to a multiple of 64; when that fills the bucket every op runs at the bucket's shape, and its
+// result's [:, :, :L] would otherwise be an exact tensor from which every later op compiles per
+// length. Marking the storage costs nothing: the rows past L are the bucket's spare rows.
+at::Tensor slice(const at::Tensor& self, int64_t dim, std::optional<c10::SymInt> start, std::optional<c10::SymInt> end,
+                 c10::SymInt step) {
+  std::optional<int64_t> from = start ? std::optional<int64_t>(start->expect_int()) : std::nullopt;
+  std::optional<int64_t> to = end ? std::optional<int64_t>(end->expect_int()) : std::nullopt;
+  at::Tensor result = at::native::slice(self, dim, from, to, step.expect_int());
+  if (!bucketing_enabled() || step != 1 || self.dim() == 0) return result;
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  int64_t rows = result.size(d);
+  bool from_row_zero = result.storage_offset() == self.storage_offset();
+  if (!from_row_zero || rows < 2 || rows == self.size(d) || self.storage_offset() != 0 || self.is_conj() ||
+      self.is_neg() || !self.is_non_overlapping_and_dense() ||
+      static_cast<size_t>(self.numel() * self.element_size()) != self.storage().nbytes() ||
+      storage_buffer(self).growable || capacity_of_bucketed_length(rows) != self.size(d)) {
+    return result;
+  }
+  return as_padded_prefix(self, d, rows);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("slice.Tensor", slice);
   m.impl("view", view);
   m.impl("_unsafe_view", unsafe_view);
 }

@@ -1,0 +1,41 @@
+// Tensors made like a padded prefix (growing_dims.h): empty_like, and through it zeros_like,
+// ones_like and full_like.
+//
+// PyTorch's empty_like of a tensor whose strides are not dense (a padded prefix's are not: its
+// rows sit `capacity` apart) allocates a contiguous tensor of the true sizes, so a buffer made
+// like a bucketed activation and filled chunk by chunk (Qwen3.5's chunked delta rule:
+// core_attn_out = zeros_like(values), then core_attn_out[:, :, i] = ...) would be exact, and every
+// op that reads it would compile once per length. Here it is made with the whole bucket's layout
+// and returned as a padded prefix of it, like the tensor it was made from: its spare rows are
+// uninitialised (zeros_like fills only the true rows) and never reach a true row. Like a padded
+// clone it is not contiguous where the original is not (docs/bucketing.md).
+#include <ATen/ATen.h>
+#include <ATen/NativeFunctions.h>
+#include <torch/library.h>
+
+#include "engine/growing/growing_dims.h"
+
+namespace tpu::engine {
+namespace {
+
+at::Tensor empty_like(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                      std::optional<at::Device> device, std::optional<bool> pin_memory,
+                      std::optional<at::MemoryFormat> memory_format) {
+  bool like_self = (!device || *device == self.device()) && (!layout || *layout == at::kStrided) &&
+                   !pin_memory.value_or(false) &&
+                   memory_format.value_or(at::MemoryFormat::Preserve) == at::MemoryFormat::Preserve;
+  if (like_self) {
+    if (std::optional<Spare> s = spare_rows(self)) {
+      at::Tensor whole = at::native::empty_like(whole_capacity(self, s->dim, s->capacity), dtype, layout, device,
+                                                pin_memory, memory_format);
+      // The whole bucket is dense (a permuted one keeps its order): a padded prefix of it.
+      if (whole.is_non_overlapping_and_dense()) return as_padded_prefix(whole, s->dim, s->length);
+    }
+  }
+  return at::native::empty_like(self, dtype, layout, device, pin_memory, memory_format);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("empty_like", empty_like); }
+
+}  // namespace
+}  // namespace tpu::engine
