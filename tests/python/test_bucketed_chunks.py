@@ -38,8 +38,10 @@ def delta_rule(ids):
     return out, state
 
 
-# Chunk counts below, at and filling the bucket of 128 (1 and 2 of 2 chunks), past it (256).
-@pytest.mark.parametrize("length", [2, 3, 63, 64, 65, 100, 127, 128, 129, 200])
+# One chunk (2, 64), both chunks of the bucket of 128 (65; 127, whose conv result does not fit
+# the bucket), three of the four of 256 (129). Each length compiles its own modules once, which
+# the AOT slice pays for in libtpu compiles: no more lengths than these cases.
+@pytest.mark.parametrize("length", [2, 64, 65, 127, 129])
 def test_chunked_delta_rule_over_a_bucket_matches_cpu(length):
     ids = ids_of(length, seed=length)
     before = fallbacks()
@@ -50,7 +52,7 @@ def test_chunked_delta_rule_over_a_bucket_matches_cpu(length):
     assert fallbacks() == before
     # One chunk (L <= 64) is viewed as [.., 1, 64, ..]: the same exact shapes for every such
     # length. More chunks keep the bucket (a full bucket has no spare rows).
-    if length > 64 and length != 128:
+    if length > 64:
         assert is_padded(out), length
 
 
