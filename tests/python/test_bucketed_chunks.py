@@ -63,10 +63,10 @@ def test_chunked_delta_rule_with_nan_and_inf_beside_the_padding_matches_cpu():
 
 
 def test_a_warm_bucket_runs_the_chunked_delta_rule_without_compiling():
-    for warm in (40, 100):  # one chunk of two, and both
+    for warm in (100, 140):  # both chunks of the bucket of 128; three of the four of 256
         delta_rule(ids_of(warm).to(DEV))[0].cpu()
     built = executables_built()
-    for length in (3, 77, 120):
+    for length in (70, 120, 150, 170):
         ids = ids_of(length, seed=length)
         torch.testing.assert_close(delta_rule(ids.to(DEV))[0].cpu(), delta_rule(ids)[0])
     assert executables_built() == built
@@ -157,3 +157,35 @@ def test_a_part_of_a_bigger_padded_storage_has_the_buckets_capacity():
         outs.append(freqs[0] * x[..., 2:])
     assert is_padded(outs[1])
     torch.testing.assert_close(outs[1].cpu(), outs[0], equal_nan=True)
+
+
+def test_a_one_chunk_prompts_result_returns_to_the_bucket():
+    # L <= 64 is one chunk, viewed as [.., 1, 64, ..]: exact shapes inside the rule, and its
+    # [:, :, :L] result is exact. The rule's last step, a contiguous copy asked for explicitly,
+    # puts it back into the prompt's bucket, so what reads it compiles once per bucket.
+    def step(ids):
+        out = delta_rule(ids)[0]
+        return (out * 2).softmax(1)
+
+    step(ids_of(40).to(DEV)).cpu()
+    for length in (3, 20, 50):
+        ids = ids_of(length, seed=length)
+        built = executables_built()
+        got = step(ids.to(DEV))
+        assert executables_built() - built <= 2, length  # the exact copy and its pad
+        assert is_padded(got)
+        torch.testing.assert_close(got.cpu(), step(ids))
+
+
+def test_a_contiguous_copy_of_an_exact_tensor_of_a_live_prompts_length_lands_in_its_bucket():
+    ids = ids_of(30, seed=8).to(DEV)  # a live prompt of 30 rows, bucket 128
+    exact_cpu = torch.arange(2 * 30 * 3, dtype=torch.float32).view(2, 30, 3)
+    exact = exact_cpu.to(DEV).transpose(0, 1)  # [30, 2, 3], not contiguous
+    copy = exact.to(torch.float64, memory_format=torch.contiguous_format)
+    assert torch_tpu._C._padded_capacity(copy, 0) == 128
+    torch.testing.assert_close(copy.cpu(), exact_cpu.transpose(0, 1).double())
+    # Only an explicit contiguous copy, of one dim of that length, while the prompt lives.
+    assert torch_tpu._C._padded_capacity(exact.to(torch.float64), 0) is None
+    del ids
+    later = exact.to(torch.float64, memory_format=torch.contiguous_format)
+    assert torch_tpu._C._padded_capacity(later, 0) is None

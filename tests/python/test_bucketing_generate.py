@@ -159,6 +159,16 @@ def test_a_compiled_forward_of_a_left_padded_batch_compiles_once_per_bucket(fami
     assert graphs <= len(buckets_of(lengths)) + 1, (graphs, dict(stats.bucket_refusals))
 
 
+def test_qwen3_5_short_prompts_compile_little_after_the_first(tmp_path_factory):
+    # Prompts of one chunk (L <= 64) of the linear-attention layers: the chunk view is exact, the
+    # rule's result returns to the bucket through its contiguous copy (2 executables per length).
+    cpu_model, path = checkpoint("qwen3_5", tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
+    kw = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    compiles = generate_requests(model, cpu_model, [13, 23, 40, 7, 61], 0, kw)
+    assert max(compiles[1:]) <= 2, compiles
+
+
 def test_qwen3_5_long_prompts_stay_exact(tmp_path_factory):
     """Qwen3.5's linear-attention layers reshape a bucketed prompt into chunks: a view whose
     strides only looked like a padded prefix's was widened past its storage (a RuntimeError in

@@ -15,6 +15,20 @@
 namespace tpu::engine {
 namespace {
 
+// The one dim of `t` whose size is the length of a live bucketed prompt, and that prompt's bucket;
+// nullopt when none or several are.
+std::optional<std::pair<int64_t, int64_t>> live_prompt_dim(const at::Tensor& t) {
+  std::optional<std::pair<int64_t, int64_t>> found;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) < 2) continue;
+    if (std::optional<int64_t> capacity = capacity_of_bucketed_length(t.size(d))) {
+      if (found) return std::nullopt;
+      found = std::make_pair(d, *capacity);
+    }
+  }
+  return found;
+}
+
 at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                    std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking,
                    std::optional<at::MemoryFormat> memory_format) {
@@ -34,7 +48,21 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
           s->length);
     }
   }
-  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+  at::Tensor copy = at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+  // A contiguous copy asked for explicitly of an exact, non-contiguous tensor with one dim of a
+  // live prompt's length lands in that prompt's bucket: Qwen3.5's chunked delta rule ends in
+  // out[:, :, :L].transpose(1, 2).to(dtype, memory_format=contiguous_format), exact for a prompt
+  // of one chunk (L <= 64, its [1, 64] chunk view is exact), and every op after it compiled per
+  // length. The copy and its pad compile per length; what reads the result does not.
+  if (same_place && format == at::MemoryFormat::Contiguous && !self.is_contiguous() && bucketing_enabled()) {
+    if (std::optional<std::pair<int64_t, int64_t>> prompt = live_prompt_dim(copy)) {
+      auto [dim, capacity] = *prompt;
+      std::vector<int64_t> pad(2 * copy.dim(), 0);  // constant_pad_nd pads the last dim first
+      pad[2 * (copy.dim() - 1 - dim) + 1] = capacity - copy.size(dim);
+      return as_padded_prefix(at::constant_pad_nd(copy, pad, 0), dim, copy.size(dim));
+    }
+  }
+  return copy;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("_to_copy", to_copy); }
