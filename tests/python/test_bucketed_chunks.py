@@ -189,3 +189,20 @@ def test_a_contiguous_copy_of_an_exact_tensor_of_a_live_prompts_length_lands_in_
     del ids
     later = exact.to(torch.float64, memory_format=torch.contiguous_format)
     assert torch_tpu._C._padded_capacity(later, 0) is None
+
+
+def test_products_of_a_padded_batch_with_operands_of_other_ranks_match_cpu():
+    # [2, 2, 2, L, 4] padded along L (a batch dim): with a 3-D operand (broadcast batches), a 5-D
+    # one of extent 1 there, and a padded one, each gives the CPU's values.
+    ids = ids_of(9, seed=9)
+    outs = []
+    for t in (ids, ids.to(DEV)):
+        x = values_of(t)[0] / 8  # [L, 4]
+        scale = torch.tensor([1.0, -1.0], device=t.device)
+        big = (x.unsqueeze(-1) * x.unsqueeze(-2)).expand(2, 2, 2, -1, 4, 4) * scale.view(2, 1, 1, 1, 1, 1)
+        big = big[..., 0, :].unsqueeze(-2)  # [2, 2, 2, L, 1, 4]
+        three = torch.linspace(-1, 1, 4 * 3, device=t.device).view(1, 4, 3)
+        one_row = torch.linspace(-1, 1, 2 * 2 * 2 * 4 * 2, device=t.device).view(2, 2, 2, 1, 4, 2)
+        outs.append((big @ three, big @ one_row, big @ big.transpose(-1, -2)))
+    for got, want in zip(outs[1], outs[0]):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)

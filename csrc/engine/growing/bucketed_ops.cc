@@ -13,8 +13,8 @@
 //
 // Only ops whose rules declare how they take padded operands (lowering/registry.h, beside each
 // rule: contractions, reductions built on stablehlo.reduce, softmax, prefix scans, row-wise
-// gathers of padded indices, counts only where the padded dim is kept, batched solves). Never in-place or out=
-// ops (but index_copy_ into an exact destination), RNG, sort or flips.
+// gathers of padded indices, counts only where the padded dim is kept, batched solves). Never
+// in-place or out= ops (but index_copy_ into an exact destination), RNG, sort or flips.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -289,7 +289,10 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot != slot || p.elem != elem) continue;
       t = whole_capacity(t, p.spare.dim, capacity);
       keep_alive.push_back(t);
-      if (kind != PaddedOperands::Prefix && kind != PaddedOperands::BatchDims) sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+      // A scan and independent batches run over the capacity without a runtime size.
+      if (kind != PaddedOperands::Prefix && kind != PaddedOperands::BatchDims) {
+        sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+      }
       return true;
     }
     return false;

@@ -59,9 +59,10 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
   // Batched products of two tensors padded along the same batch dim (Qwen3.5's chunked delta
   // rule: [B, H, chunks, 64, D] products, the chunks a padded prefix): batches are independent.
   // An operand not padded there broadcasts along it (extent 1).
-  bool same_batch_rows = o ? o->dim == s->dim && o->length == s->length && o->capacity == s->capacity
-                           : other.size(s->dim) == 1;
-  if (s->dim < self.dim() - 2 && other.dim() == self.dim() && same_batch_rows) {
+  bool batched = s->dim < self.dim() - 2 && other.dim() == self.dim();
+  bool same_batch_rows = batched && (o ? o->dim == s->dim && o->length == s->length && o->capacity == s->capacity
+                                       : other.size(s->dim) == 1);
+  if (same_batch_rows) {
     at::Tensor whole_other = o ? whole_capacity(other, o->dim, o->capacity) : other;
     return as_padded_prefix(at::native::matmul(whole_capacity(self, s->dim, s->capacity), whole_other), s->dim,
                             s->length);
