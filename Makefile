@@ -158,6 +158,7 @@ bench-llm: setup
 	$(PY) benchmarks/llm_generate.py
 	$(PY) benchmarks/serving.py
 	$(PY) benchmarks/serving.py --family gemma3
+	$(PY) benchmarks/serving.py --family qwen3_5
 	$(PY) benchmarks/serving.py --batch 3
 
 docs: setup

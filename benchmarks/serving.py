@@ -1,8 +1,8 @@
 """Serving with prompts of random length: what bucketing (docs/bucketing.md) buys.
 
-Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3] [--batch N]). A
+Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3|qwen3_5] [--batch N]). A
 Qwen3-architecture model (`--family gemma3`: Gemma 3, whose sliding-window layers attend with a
-materialised mask; seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
+materialised mask; `--family qwen3_5`: Qwen3.5's linear-attention layers; seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
 random prompt length (3..400 tokens, batch of one or `--batch` left-padded prompts, greedy, 8 new
 tokens) in one fresh process with
 an empty executable cache, four ways: PyTorch CPU eager, `tpu` with bucketing (the default:
@@ -154,8 +154,10 @@ def bucket_of(length, policy):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="12 requests instead of 32")
-    parser.add_argument("--family", choices=("qwen3", "gemma3"), default="qwen3",
-                        help="gemma3: sliding-window layers (window 64) attend with a materialised mask")
+    parser.add_argument("--family", choices=("qwen3", "gemma3", "qwen3_5"), default="qwen3",
+                        help="gemma3: sliding-window layers (window 64) attend with a materialised mask; "
+                             "qwen3_5: Gated DeltaNet linear-attention layers (causal conv1d, chunked delta rule) "
+                             "with a full-attention layer every fourth")
     parser.add_argument("--batch", type=int, default=1,
                         help="prompts per request, left-padded (the longest of random length, the others shorter); "
                              "above 1 only the requests table is printed")
@@ -169,6 +171,9 @@ def main():
     if args.family == "gemma3":
         config = transformers.Gemma3TextConfig(**shape, sliding_window=64, query_pre_attn_scalar=64,
                                                layer_types=["sliding_attention"] * 5 + ["full_attention"])
+    elif args.family == "qwen3_5":
+        config = transformers.Qwen3_5TextConfig(**shape, linear_num_key_heads=2, linear_num_value_heads=4,
+                                                linear_key_head_dim=64, linear_value_head_dim=64)
     else:
         config = transformers.Qwen3Config(**shape)
     torch.manual_seed(0)
