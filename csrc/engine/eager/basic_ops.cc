@@ -22,9 +22,9 @@
 #include "engine/device/runtime.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
-#include "engine/growing/growing_dims.h"
 #include "engine/eager/boxed_kernel.h"
 #include "engine/eager/fallback.h"
+#include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
 namespace {

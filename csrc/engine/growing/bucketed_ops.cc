@@ -176,9 +176,7 @@ void mark_dynamic(const at::Tensor& t, int64_t dim) {
   if (!bucketing_enabled() || t.numel() == 0) return;
   int64_t length = t.size(dim), capacity = bucket_for(length);
   if (capacity == length) return;  // a bucket's own length: nothing to pad
-  std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd pads the last dim first
-  pad[2 * (t.dim() - 1 - dim) + 1] = capacity - length;
-  adopt_padded_storage(t, at::constant_pad_nd(t, pad, 0).contiguous(), dim);
+  adopt_padded_storage(t, zero_rows_to_capacity(t, dim, capacity).contiguous(), dim);
 }
 
 std::optional<std::string> bucketing_kind(const std::string& name) {

@@ -238,6 +238,12 @@ at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, cons
   return at::arange(n, like.options().dtype(at::kLong)).lt(length).view(shape);
 }
 
+at::Tensor zero_rows_to_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
+  std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd pads the last dim first
+  pad[2 * (t.dim() - 1 - dim) + 1] = capacity - t.size(dim);
+  return at::constant_pad_nd(t, pad, 0);
+}
+
 void adopt_padded_storage(const at::Tensor& t, const at::Tensor& whole, int64_t dim) {
   std::vector<int64_t> sizes = t.sizes().vec();
   t.unsafeGetTensorImpl()->set_storage_keep_dtype(whole.storage());

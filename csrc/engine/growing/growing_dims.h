@@ -70,6 +70,9 @@ at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, cons
 // `whole` (size `capacity` along `dim`) as a padded prefix of `length` rows, marked growable.
 at::Tensor as_padded_prefix(const at::Tensor& whole, int64_t dim, int64_t length);
 
+// `t` followed by zero rows along `dim` up to `capacity` (a dense tensor, the whole of a bucket).
+at::Tensor zero_rows_to_capacity(const at::Tensor& t, int64_t dim, int64_t capacity);
+
 // Moves `t` (a tensor that owns its storage) onto `whole`, a dense tensor of t's sizes with more
 // rows along `dim`, whose first rows hold t's values: `t` becomes a padded prefix of it.
 void adopt_padded_storage(const at::Tensor& t, const at::Tensor& whole, int64_t dim);

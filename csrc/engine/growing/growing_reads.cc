@@ -57,9 +57,7 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
   if (same_place && format == at::MemoryFormat::Contiguous && !self.is_contiguous() && bucketing_enabled()) {
     if (std::optional<std::pair<int64_t, int64_t>> prompt = live_prompt_dim(copy)) {
       auto [dim, capacity] = *prompt;
-      std::vector<int64_t> pad(2 * copy.dim(), 0);  // constant_pad_nd pads the last dim first
-      pad[2 * (copy.dim() - 1 - dim) + 1] = capacity - copy.size(dim);
-      return as_padded_prefix(at::constant_pad_nd(copy, pad, 0), dim, copy.size(dim));
+      return as_padded_prefix(zero_rows_to_capacity(copy, dim, capacity), dim, copy.size(dim));
     }
   }
   return copy;
