@@ -1,8 +1,7 @@
 """Bounded dynamism at the model level (docs/bucketing.md): generate() with random prompt lengths
 compiles (almost) nothing once its buckets are warm, token-exact against the CPU (issue 27's
-acceptance, for the families the bucketing covers today: a batch of one; prefill attention
-with is_causal or with a mask built from the prompt's positions, such as Gemma 3's sliding
-window)."""
+acceptance: a batch of one and left-padded batches of three; prefill attention with is_causal
+or with a mask built from the prompt's positions, such as Gemma 3's sliding window)."""
 import random
 
 import pytest
@@ -62,13 +61,14 @@ def test_generate_with_random_prompt_lengths_compiles_little_after_warm_up(famil
     assert sum(after_warm_up) / len(after_warm_up) <= 2, compiles
 
 
-@pytest.mark.parametrize("family,cache", [("llama3", "dynamic"), ("qwen3", "static"), ("gemma3", "dynamic"),
-                                          ("gemma3", "static")])
+@pytest.mark.parametrize("family", ["llama3", "qwen3", "qwen3_5", "gemma3"])
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_left_padded_batches_of_random_lengths_compile_little_after_warm_up(family, cache, tmp_path_factory):
     """Batches of three left-padded prompts (the longest 3-400 tokens): the ids upload into a
     bucket of columns ([3, L] of [3, C], not contiguous), the projections run over the bucket's
-    rows (growing_matmul.cc) and the masks are padded along both dims, so a new length in a warm
-    bucket compiles nothing. Each batch size warms its own buckets."""
+    rows (growing_matmul.cc), the masks are padded along both dims and reshapes that merge the
+    batch with the length copy into the bucket's rows (growing_reshape.cc), so a new length in a
+    warm bucket compiles nothing. Each batch size warms its own buckets."""
     cpu_model, path = checkpoint(family, tmp_path_factory)
     model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map=DEV)
     kw = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0)

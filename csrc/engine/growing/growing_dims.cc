@@ -295,6 +295,14 @@ int64_t capacity_for(int64_t length) {
   return c;
 }
 
+bool plain_tpu_tensor(const at::Tensor& t) {
+  constexpr c10::DispatchKeySet wrapped({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
+                                         c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
+                                         c10::DispatchKey::Conjugate, c10::DispatchKey::Negative});
+  return t.defined() && t.is_privateuseone() && t.layout() == at::kStrided && t.has_storage() &&
+         !t.key_set().has_any(wrapped);
+}
+
 bool growing_dims_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("TORCH_TPU_GROWING_DIMS");

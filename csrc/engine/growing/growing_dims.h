@@ -136,6 +136,11 @@ bool bucketing_enabled();
 // tensor result, no generator, no memory format (clone's copy is its own rule's: bucketed_ops.cc).
 bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag);
 
+// A dense tpu tensor with a storage of ours: not a fake, functional or functorch wrapper, not
+// sparse, no conj/neg bit (kernels registered above the Python key, such as matmul and reshape at
+// AutogradPrivateUse1, see such tensors too).
+bool plain_tpu_tensor(const at::Tensor& t);
+
 // TORCH_TPU_GROWING_DIMS=0 turns the mechanism off (every length compiles its own modules).
 bool growing_dims_enabled();
 

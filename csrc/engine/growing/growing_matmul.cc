@@ -24,16 +24,6 @@
 namespace tpu::engine {
 namespace {
 
-// A dense tpu tensor with a storage of ours: not a fake, functional or functorch wrapper, not
-// sparse, no conj/neg bit.
-bool plain_tpu_tensor(const at::Tensor& t) {
-  constexpr c10::DispatchKeySet wrapped({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
-                                         c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
-                                         c10::DispatchKey::Conjugate, c10::DispatchKey::Negative});
-  return t.defined() && t.is_privateuseone() && t.layout() == at::kStrided && t.has_storage() &&
-         !t.key_set().has_any(wrapped);
-}
-
 // The padded batch [.., L, .., K] whose fold would copy: padded along a dim before the last,
 // with a dim of extent > 1 before the padded one.
 std::optional<Spare> padded_batch(const at::Tensor& t) {
