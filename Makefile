@@ -81,7 +81,7 @@ OP_SUITE := tests/python $(foreach f,$(MODEL_SUITES),--ignore=tests/python/$(f))
 SLICE := $(addprefix tests/python/,test_ops_elementwise.py test_ops_reduce.py test_ops_index.py \
   test_ops_nn.py test_ops_conv.py test_ops_shape.py test_views.py test_math_bits.py test_ops_fft.py \
   test_compile.py test_optim.py test_aot_check.py test_ops_attention.py test_bucketing.py test_bucketed_graphs.py test_bucketed_masks.py \
-  test_bucketed_conv.py test_bucketed_chunks.py)
+  test_bucketed_conv.py test_bucketed_chunks.py test_bucketed_reshape.py)
 AOT_ENV = TORCH_TPU_AOT_CHECK=$$($(PY) -c "import libtpu" 2>/dev/null && echo v6e:1x1)
 
 # --durations: the slowest tests are listed at the end, to keep CI within its time budget.

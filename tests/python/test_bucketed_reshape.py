@@ -43,6 +43,23 @@ def test_reshapes_of_a_padded_batch_stay_in_the_bucket_and_match_cpu(length):
         assert is_padded(got)
 
 
+@pytest.mark.parametrize("length", [5, 130])
+def test_reshapes_with_dims_before_the_batch_and_of_other_dtypes_match_cpu(length):
+    ids = batch_of_ids(length, seed=3)
+    dev_ids = ids.to(DEV)
+    for make in (lambda i: heads_of(i).movedim(2, 0).contiguous(),  # [2, 3, L, 4]: blocks on both sides
+                 lambda i: heads_of(i) * (1 - 2j),  # imaginary parts
+                 lambda i: heads_of(i) > 0):  # bool
+        cpu, dev = make(ids), make(dev_ids)
+        assert is_padded(dev)
+        shape = (2, -1, 4) if cpu.dim() == 4 and cpu.shape[0] == 2 else (-1, 4)
+        merged = dev.reshape(shape)
+        torch.testing.assert_close(merged.cpu(), cpu.reshape(shape), equal_nan=True)
+        back = merged.reshape(cpu.shape)
+        torch.testing.assert_close(back.cpu(), cpu, equal_nan=True)
+        assert is_padded(merged) and is_padded(back)
+
+
 def test_a_reshape_that_can_view_the_bucket_still_views_it():
     dev = heads_of(batch_of_ids(50).to(DEV))
     merged = dev.reshape(3, 50, 8)  # the padded dim stays whole: a view of the same storage
