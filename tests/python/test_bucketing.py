@@ -134,6 +134,16 @@ def test_matmul_of_a_padded_batch_runs_over_the_bucket(length):
         torch.testing.assert_close(got.cpu(), cpu @ w, equal_nan=True)
 
 
+def test_views_of_a_padded_batch_product_match_cpu():
+    """The product's padded result is not a view of a temporary (it is made below
+    ADInplaceOrView), so view(-1), which needs it dense, moves it as for any padded result."""
+    ids = batch_of_ids(20)
+    w = torch.randn(4, 6, generator=torch.Generator().manual_seed(5))
+    got, want = values_of(ids.to(DEV)) @ w.to(DEV), values_of(ids) @ w
+    assert not got._is_view()
+    torch.testing.assert_close(got.view(-1).cpu(), want.view(-1), equal_nan=True)
+
+
 def test_matmul_of_a_padded_batch_compiles_nothing_in_a_warm_bucket():
     w = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
     fn = lambda ids: values_of(ids) @ w.to(ids.device)  # noqa: E731

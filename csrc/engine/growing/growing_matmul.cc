@@ -15,6 +15,7 @@
 // that are not plain tpu tensors (fake or functional ones under torch.compile), it runs PyTorch's
 // own composite, as before.
 #include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/matmul_native.h>
 #include <c10/core/GradMode.h>
 #include <torch/library.h>
@@ -41,6 +42,9 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
   std::optional<Spare> s = padded_batch(self);
   bool records = c10::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
   if (!s || records || !plain_tpu_tensor(other)) return at::native::matmul(self, other);
+  // The padded result is made below ADInplaceOrView, so it is not a view of the product (the
+  // fold's result is not one either) and a later view() that needs a dense layout may move it.
+  at::AutoDispatchBelowADInplaceOrView below_views;
   std::optional<Spare> o = spare_rows(other);
   if (other.dim() <= 2 && !o) {
     at::Tensor whole = whole_capacity(self, s->dim, s->capacity);

@@ -20,6 +20,7 @@
 #include <ATen/ATen.h>
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/reshape_native.h>
 #include <c10/core/GradMode.h>
 #include <torch/library.h>
@@ -115,6 +116,9 @@ std::optional<at::Tensor> reshape_in_bucket(const at::Tensor& self, c10::IntArra
   std::optional<std::pair<int64_t, int64_t>> target = bucket_dim_of(self.sizes(), *s, shape);
   if (!target) return std::nullopt;
   auto [dim, capacity] = *target;
+  // Not a view (as PyTorch's reshape copy is not): below ADInplaceOrView the result owns its
+  // storage, so a later view() that needs a dense layout may move it (growing_view.cc).
+  at::AutoDispatchBelowADInplaceOrView below_views;
   at::Tensor whole = whole_capacity(self, s->dim, s->capacity);
   if (!whole.is_contiguous()) {
     // A permuted bucket ([B, h, L, d] transposed to [B, L, h, d]): its copy is row-major in the
