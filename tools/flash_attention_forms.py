@@ -13,10 +13,11 @@ import sys
 
 
 def attention(*, B=1, H=8, KH=None, L=2048, E=128, dt="bf16", scale="q", normalise="before", probs=None,
-              mask=None, softcap=None, lse=False, guard=False):
+              mask=None, softcap=None, lse=False, guard=False, false_value="0xFF800000"):
     """softmax(q k^T * s [+ mask]) v as one module. scale: "q" (q * s before the product),
     "scores" (s * scores), None; normalise: "before" (p / sum, then the product with v) or
-    "after" (the product, then / sum); probs: the dtype p is rounded to for the product."""
+    "after" (the product, then / sum); probs: the dtype p is rounded to for the product;
+    false_value: the masked scores' f32 constant (-inf by default; 0xFF7FFFFF is finfo.min)."""
     KH = KH or H
     probs = probs or dt
     T = lambda h, l, e, t: f"tensor<{B}x{h}x{l}x{e}x{t}>"
@@ -58,9 +59,9 @@ def attention(*, B=1, H=8, KH=None, L=2048, E=128, dt="bf16", scale="q", normali
             a(f"  %r = stablehlo.iota dim = 0 : {it}")
             a(f"  %c = stablehlo.iota dim = 1 : {it}")
             a(f"  %keep = stablehlo.compare GE, %r, %c : ({it}, {it}) -> tensor<{L}x{L}xi1>")
-        a(f"  %kb = stablehlo.broadcast_in_dim %keep, dims = [2, 3] : (tensor<{L}x{L}xi1>) -> {pred}")
-        a(f"  %ninf = stablehlo.constant dense<0xFF800000> : {S}")
-        a(f"  %s3 = stablehlo.select %kb, {s}, %ninf : {pred}, {S}")
+        a(f"  %keepb = stablehlo.broadcast_in_dim %keep, dims = [2, 3] : (tensor<{L}x{L}xi1>) -> {pred}")
+        a(f"  %ninf = stablehlo.constant dense<{false_value}> : {S}")
+        a(f"  %s3 = stablehlo.select %keepb, {s}, %ninf : {pred}, {S}")
         s = "%s3"
     a("  %mi = stablehlo.constant dense<0xFF800000> : tensor<f32>")
     a("  %zero = stablehlo.constant dense<0.0> : tensor<f32>")
@@ -121,6 +122,15 @@ FORMS = {
     "softcap_50": dict(softcap=50.0),
     "bool_mask": dict(mask="bool"),
     "causal": dict(mask="causal"),
+    # The pass takes a mask only after a soft-cap (tanh(s / c) * c, then select(mask, s, false)):
+    # a cap of 2^64 scales exactly and tanh(x) = x at that size in f32, so the module means plain
+    # masked attention. A finite false value: the kernel subtracts each 512-block's own row max,
+    # and a wholly masked block would give -inf - -inf = NaN.
+    "softcap_50_causal_min": dict(softcap=50.0, mask="causal", false_value="0xFF7FFFFF"),
+    "neutral_cap_causal_min": dict(softcap=2.0 ** 64, mask="causal", false_value="0xFF7FFFFF"),
+    "neutral_cap_bool_min": dict(softcap=2.0 ** 64, mask="bool", false_value="0xFF7FFFFF"),
+    "neutral_cap_causal_gqa_8_2": dict(softcap=2.0 ** 64, mask="causal", false_value="0xFF7FFFFF", KH=2),
+    "neutral_cap_causal_1024": dict(softcap=2.0 ** 64, mask="causal", false_value="0xFF7FFFFF", L=1024),
     "length_640": dict(L=640),
     "length_1024": dict(L=1024),
     "qwen_image_4160": dict(H=24, L=4160),
