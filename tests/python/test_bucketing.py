@@ -134,6 +134,24 @@ def test_matmul_of_a_padded_batch_runs_over_the_bucket(length):
         torch.testing.assert_close(got.cpu(), cpu @ w, equal_nan=True)
 
 
+def test_a_decode_steps_positions_stay_in_the_bucket_after_many_ops_over_it():
+    """arange(kv_length) of a decode step joins the bucket when arange(kv_length - 1) came
+    shortly before. The engine's own positions over a capacity (here each conv's, which zeroes
+    its spare rows) are not remembered: a 6-layer model's 40-odd of them pushed the prompt's
+    length out, and every request then compiled its first decode step's masks exactly."""
+    ids = ids_of(50).to(DEV)
+    assert is_padded(torch.arange(50, device=DEV))  # the prompt's positions
+    x = values_of(ids).transpose(1, 2)  # [1, 4, 50], padded along the last dim
+    w = torch.randn(4, 1, 3, generator=torch.Generator().manual_seed(6)).to(DEV)
+    for _ in range(40):
+        y = F.conv1d(x, w, padding=2, groups=4)
+    assert is_padded(y)
+    grown = torch.cat([ids, ids[:, -1:]], dim=1)  # a decode step appends a token: 51
+    positions = torch.arange(51, device=DEV)
+    assert is_padded(grown) and is_padded(positions)
+    torch.testing.assert_close(positions.cpu(), torch.arange(51))
+
+
 def test_views_of_a_padded_batch_product_match_cpu():
     """The product's padded result is not a view of a temporary (it is made below
     ADInplaceOrView), so view(-1), which needs it dense, moves it as for any padded result."""

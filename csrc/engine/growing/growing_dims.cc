@@ -232,10 +232,23 @@ std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int6
   return Spare{dims[0], grows->capacity, grows->length, dims.size() == 2 ? dims[1] : -1};
 }
 
+namespace {
+thread_local bool g_engine_arange = false;
+}  // namespace
+
+EngineArange::EngineArange() : previous_(g_engine_arange) { g_engine_arange = true; }
+EngineArange::~EngineArange() { g_engine_arange = previous_; }
+bool EngineArange::active() { return g_engine_arange; }
+
 at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, const at::Tensor& like) {
   std::vector<int64_t> shape(rank, 1);
   shape[dim] = n;
-  return at::arange(n, like.options().dtype(at::kLong)).lt(length).view(shape);
+  at::Tensor positions;
+  {
+    EngineArange own;
+    positions = at::arange(n, like.options().dtype(at::kLong));
+  }
+  return positions.lt(length).view(shape);
 }
 
 at::Tensor zero_rows_to_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {

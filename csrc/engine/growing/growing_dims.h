@@ -63,6 +63,22 @@ at::Tensor as_padded_square(const at::Tensor& whole, int64_t d1, int64_t d2, int
 // query positions [L, 1] against key positions [1, L], or a square mask with either.
 std::optional<Spare> shared_growth(const std::vector<at::Tensor>& operands, int64_t rank, bool square = false);
 
+// While alive, aranges on this thread are the engine's own (positions over a capacity): exact, and
+// not remembered as lengths of the user's tensors. Without it, the many rows_below() of a deep
+// model pushed a prompt's length out of the recent aranges, and its decode step's
+// arange(kv_length) left the bucket.
+class EngineArange {
+ public:
+  EngineArange();
+  ~EngineArange();
+  EngineArange(const EngineArange&) = delete;
+  EngineArange& operator=(const EngineArange&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // Positions 0..n-1 along `dim` of a rank-`rank` tensor, shaped to broadcast along it, compared
 // with `length` (a runtime scalar): true for the rows a padded prefix holds.
 at::Tensor rows_below(int64_t n, int64_t length, int64_t dim, int64_t rank, const at::Tensor& like);

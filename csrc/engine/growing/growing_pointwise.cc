@@ -116,8 +116,7 @@ bool seen_arange_length(int64_t n) {
 }  // namespace
 
 bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  static thread_local bool inside = false;  // the capacity's own arange below takes the rule
-  if (inside || !growing_dims_enabled() || op.schema().overload_name() != "start_out") return false;
+  if (EngineArange::active() || !growing_dims_enabled() || op.schema().overload_name() != "start_out") return false;
   size_t n = stack->size();
   at::Tensor out = (*stack)[n - 1].toTensor();
   at::Scalar start = (*stack)[n - 4].toScalar(), step = (*stack)[n - 2].toScalar();
@@ -138,14 +137,10 @@ bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stac
   // The same start and step over the whole capacity (integer steps: the rows past the length
   // continue the sequence), then `out` becomes the padded prefix of that storage.
   at::Tensor whole = at::empty({*capacity}, out.options());
-  inside = true;
-  try {
+  {
+    EngineArange own;  // the capacity's own arange takes the rule
     at::arange_out(whole, start, start.toLong() + step.toLong() * *capacity, step);
-  } catch (...) {
-    inside = false;
-    throw;
   }
-  inside = false;
   int64_t length = out.numel();
   out.set_(whole.storage(), 0, {length}, {1});
   mark_growable(out);
