@@ -23,6 +23,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/reshape_native.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <numeric>
@@ -33,9 +34,7 @@ namespace tpu::engine {
 namespace {
 
 int64_t product(c10::IntArrayRef sizes, int64_t from, int64_t to) {
-  int64_t p = 1;
-  for (int64_t i = from; i < to; ++i) p *= sizes[i];
-  return p;
+  return c10::multiply_integers(sizes.begin() + from, sizes.begin() + to);
 }
 
 // A row-major padded layout in elements: `blocks` blocks `stride` elements apart whose first
@@ -108,13 +107,12 @@ std::optional<at::Tensor> reshape_in_bucket(const at::Tensor& self, c10::IntArra
   if (!s || s->length < 2) return std::nullopt;
   at::DimVector shape = at::infer_size_dv(size, self.numel());
   if (c10::IntArrayRef(shape) == self.sizes()) return std::nullopt;
-  bool viewable = at::detail::computeStride(self.sizes(), self.strides(), shape).has_value();
-  if (viewable) {
-    at::Tensor view = self.view(shape);
-    if (spare_rows(view)) return view;  // the view shows the bucket already
-  }
+  // PyTorch's reshape when it is a view: kept where it shows the bucket, or where no dim would.
+  std::optional<at::Tensor> view;
+  if (at::detail::computeStride(self.sizes(), self.strides(), shape)) view = self.view(shape);
+  if (view && spare_rows(*view)) return view;
   std::optional<std::pair<int64_t, int64_t>> target = bucket_dim_of(self.sizes(), *s, shape);
-  if (!target) return std::nullopt;
+  if (!target) return view;
   auto [dim, capacity] = *target;
   // Not a view (as PyTorch's reshape copy is not): below ADInplaceOrView the result owns its
   // storage, so a later view() that needs a dense layout may move it (growing_view.cc).
