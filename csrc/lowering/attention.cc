@@ -17,9 +17,11 @@
 // repeat_interleave of k and v means, without materialising the repeats.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "lowering/math_helpers.h"
 #include "lowering/registry.h"
+#include "lowering/target.h"
 
 namespace tpu::lowering {
 namespace {
@@ -203,6 +205,115 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
   return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
 }
 
+// Whether libtpu's kernel takes these lengths once flash_length pads them: a multiple of 128 up
+// to 512, a multiple of 512 beyond.
+bool kernel_length(int64_t n) { return n % 128 == 0 && (n <= 512 || n % 512 == 0); }
+
+// Masked or causal attention for libtpu (Target::Tpu): the pass takes a mask only after a
+// soft-cap, `select(keep, tanh(s / c) * c, finfo.min)` over the f32 scores of q * scale times k
+// (docs/tpu_aot.md). With c = 2^64 the cap is exact scaling by powers of two and tanh(x) = x in
+// f32 for |x| < 2^-11, so every |score| below 2^53 is kept as it is: the module is plain masked
+// attention. The false value is finite because the kernel subtracts each 512-block's own row
+// max, and -inf there gives -inf - -inf = NaN in a wholly masked block. Differences from the
+// exact form (Target::Exact), which this target accepts for the kernel: an infinite score is
+// capped to +-2^64 (the exact form gives NaN rows for +inf), and a row a boolean mask leaves
+// empty is set to 0 after the kernel (it would be the mean of v), as PyTorch's _safe_softmax
+// does. Lengths are padded as for the unmasked form, the padded keys masked out.
+std::vector<Value> capped_masked_attention_forward(Context& c, const std::string& op, Value q, Value k, Value v,
+                                                   const Dims& d, double scale, size_t mask_arg, bool causal) {
+  Builder& b = c.b;
+  DType in = q.dtype(), acc = float_opmath(in);
+  const int64_t Lq = flash_length(d.Lq), Lk = flash_length(d.Lk);
+  const std::vector<Value> origin(4, constant(b, 0.0, DType::S32));
+  Value q_scaled = mul(b, q, constant(b, scale, in, q.shape()));
+  if (Lq != d.Lq) q_scaled = dynamic_update_slice(b, constant(b, 0.0, in, {d.B, d.Hkv * d.G, Lq, d.E}), q_scaled, origin);
+  if (Lk != d.Lk) {
+    k = dynamic_update_slice(b, constant(b, 0.0, in, {d.B, d.Hkv, Lk, d.E}), k, origin);
+    v = dynamic_update_slice(b, constant(b, 0.0, in, {d.B, d.Hkv, Lk, d.Ev}), v, origin);
+  }
+  Dims pd = d;
+  pd.Lq = Lq;
+  pd.Lk = Lk;
+  Value s = dot_general(b, grouped(b, q_scaled, pd), k, {0, 1}, {0, 1}, {col_dim(pd)}, {3}, acc);
+  const int64_t col = col_dim(pd);
+  // The keep mask over the padded scores: the user's boolean mask (false where padded), causal
+  // (top-left), and the real keys. What does not depend on the batch or head is built as
+  // [Lq, Lk] and broadcast: the kernel reads the mask per block as it is given, and a causal mask
+  // made over the whole score shape becomes an s32 array per head (twice the estimate).
+  const std::vector<int64_t> square = {Lq, Lk};
+  std::optional<Value> keep2d, keep;
+  auto both = [&](std::optional<Value>& into, Value x) { into = into ? binary(b, Binary::And, *into, x) : x; };
+  Type index(DType::S32, square);
+  if (causal) both(keep2d, compare(b, iota(b, index, 0), iota(b, index, 1), Direction::GE));
+  if (Lk != d.Lk) both(keep2d, compare(b, iota(b, index, 1), constant(b, d.Lk, DType::S32, square), Direction::LT));
+  const bool user_mask = c.has(mask_arg);
+  if (user_mask) {
+    const std::vector<int64_t> full = {d.B, d.Hkv * d.G, d.Lq, d.Lk};
+    Value mask = c.tensor(mask_arg);
+    if (!broadcastable(mask.shape(), full)) {
+      throw InvalidCall(op + ": attn_mask of shape " + shape_str(mask.shape()) + " does not broadcast to " +
+                        shape_str(full));
+    }
+    int64_t leading = 0;  // unit dims before the mask's last two
+    while (leading + 2 < mask.rank() && mask.shape()[leading] == 1) ++leading;
+    const bool per_position = mask.rank() - leading <= 2;
+    const std::vector<int64_t> target = per_position ? std::vector<int64_t>{d.Lq, d.Lk} : full;
+    if (per_position) mask = reshape(b, mask, std::vector<int64_t>(mask.shape().begin() + leading, mask.shape().end()));
+    mask = broadcast_to(b, mask, target);
+    if (Lq != d.Lq || Lk != d.Lk) {
+      std::vector<int64_t> padded = target;
+      padded[padded.size() - 2] = Lq;
+      padded.back() = Lk;
+      mask = dynamic_update_slice(b, constant(b, 0.0, DType::Pred, padded), mask,
+                                  std::vector<Value>(padded.size(), origin[0]));
+    }
+    if (per_position) {
+      both(keep2d, mask);
+    } else {
+      both(keep, grouped(b, mask, pd));
+    }
+  }
+  if (keep2d) {
+    const int64_t rank = static_cast<int64_t>(s.shape().size());
+    both(keep, broadcast_in_dim(b, *keep2d, s.shape(), {rank - 2, rank - 1}));
+  }
+  Value cap = constant(b, std::ldexp(1.0, 64), acc, s.shape());
+  Value capped = mul(b, unary(b, Unary::Tanh, div(b, s, cap)), cap);
+  s = select(b, *keep, capped, constant(b, std::numeric_limits<float>::lowest(), acc, s.shape()));
+  Value m = reduce(b, s, {col}, "max");
+  Value e = unary(b, Unary::Exponential, sub(b, s, keep_dims(b, m, s.shape())));
+  Value l = reduce(b, e, {col}, "add");
+  Value p = div(b, e, keep_dims(b, l, e.shape()));
+  Value o = dot_general(b, low(b, p, in), v, {0, 1}, {0, 1}, {col}, {2}, acc);  // [B, Hkv, G, Lq, Ev]
+  Value lse = add(b, m, unary(b, Unary::Log, l));
+  if (user_mask) {  // rows the mask leaves empty: 0, and logsumexp +inf (the backward's exp(s - lse) = 0)
+    Value alive = reduce(b, *keep, {col}, "or");
+    o = select(b, keep_dims(b, alive, o.shape()), o, zeros(b, o.type));
+    lse = select(b, alive, lse, constant(b, kInf, acc, lse.shape()));
+  }
+  if (Lq != d.Lq) {
+    std::vector<int64_t> limit = o.shape();
+    limit[o.rank() - 2] = d.Lq;
+    o = slice(b, o, std::vector<int64_t>(o.rank(), 0), limit, std::vector<int64_t>(o.rank(), 1));
+    std::vector<int64_t> lse_limit = lse.shape();
+    lse_limit.back() = d.Lq;
+    lse = slice(b, lse, std::vector<int64_t>(lse.rank(), 0), lse_limit, std::vector<int64_t>(lse.rank(), 1));
+  }
+  lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
+  return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
+}
+
+// Whether libtpu's masked form applies: a boolean mask or causal, no additive mask (the pass never
+// takes a bias), float32 scores, and lengths the kernel takes. Asks the target last, so only
+// modules that could differ are lowered twice.
+bool lower_masked_for_tpu(Context& c, const Dims& d, DType in, size_t mask_arg) {
+  if (c.has(mask_arg) && c.tensor(mask_arg).dtype() != DType::Pred) return false;
+  if (float_opmath(in) != DType::F32 || !kernel_length(flash_length(d.Lq)) || !kernel_length(flash_length(d.Lk))) {
+    return false;
+  }
+  return lowering_target() == Target::Tpu;
+}
+
 // _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *,
 // attn_mask, scale) -> (output, logsumexp)
 std::vector<Value> attention_forward(Context& c) {
@@ -214,6 +325,7 @@ std::vector<Value> attention_forward(Context& c) {
   DType in = q.dtype(), acc = float_opmath(in);
   const double scale = softmax_scale(c, 6, d);
   if (!c.has(5) && !c.bool_arg(4)) return unmasked_attention_forward(c, q, k, v, d, scale);
+  if (lower_masked_for_tpu(c, d, in, 5)) return capped_masked_attention_forward(c, op, q, k, v, d, scale, 5, c.bool_arg(4));
   bool scaled = true;
   Value s = scores(c, op, q, k, d, 5, c.bool_arg(4), scale, acc, /*scale_later=*/true, &scaled);
   const int64_t col = col_dim(d);

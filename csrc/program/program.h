@@ -52,6 +52,7 @@ struct Result {
 
 struct Module {
   std::string text;
+  std::string tpu_text;  // the module lowered for libtpu where that differs (engine/call/target_modules.h)
   std::vector<Param> params;
   std::vector<Result> results;
 };

@@ -1,8 +1,9 @@
-"""Attention without a mask reaches libtpu's flash-attention kernel (docs/tpu_aot.md, "Flash
-attention"; issue 30): each case runs SDPA on tpu in a fresh process with the AOT check on and
-libtpu's HLO dumps written, and the test reads libtpu's optimized module for the Mosaic kernel
-(`tpu_custom_call`) that replaces the attention, next to the result against the CPU. Skipped when
-libtpu is not installed."""
+"""Attention reaches libtpu's flash-attention kernel (docs/tpu_aot.md, "Flash attention"; issue
+30): each case runs SDPA on tpu in a fresh process with the AOT check on and libtpu's HLO dumps
+written, and the test reads libtpu's optimized module for the Mosaic kernel (`tpu_custom_call`)
+that replaces the attention, next to the result against the CPU. Masked and causal attention
+reach it in the form lowered for libtpu (lowering/target.h), which the AOT check compiles while
+the CPU plugin runs the exact form. Skipped when libtpu is not installed."""
 import glob
 import os
 import subprocess
@@ -18,15 +19,19 @@ SCRIPT = r"""
 import sys, torch, torch.nn.functional as F
 import torch_tpu
 h, hkv, l, dtype, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), getattr(torch, sys.argv[4]), sys.argv[5]
+causal, mask_kind = sys.argv[6] == "causal", sys.argv[7]
+lk = int(sys.argv[8]) if len(sys.argv) > 8 else l
 g = torch.Generator().manual_seed(0)
 q = torch.randn(1, h, l, 128, generator=g).to(dtype)
-k, v = (torch.randn(1, hkv, l, 128, generator=g).to(dtype) for _ in range(2))
-f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=h != hkv)
+k, v = (torch.randn(1, hkv, lk, 128, generator=g).to(dtype) for _ in range(2))
+mask = {"none": None, "2d": torch.rand(l, lk, generator=g) > 0.3,
+        "4d": torch.rand(1, 1, l, lk, generator=g) > 0.3}[mask_kind]
+f = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal, enable_gqa=h != hkv)
 with torch.no_grad():
     run = torch.compile(f, backend="tpu", fullgraph=True) if mode == "compiled" else f
-    out = run(q.to("tpu"), k.to("tpu"), v.to("tpu")).cpu()
+    out = run(q.to("tpu"), k.to("tpu"), v.to("tpu"), None if mask is None else mask.to("tpu")).cpu()
 tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
-torch.testing.assert_close(out, f(q, k, v), **tol)
+torch.testing.assert_close(out, f(q, k, v, mask), **tol)
 print("matches the cpu")
 """
 
@@ -46,10 +51,31 @@ def optimized_modules(dump_dir):
     (2, 2, 512, "bfloat16", "compiled"),
 ])
 def test_unmasked_attention_is_rewritten_into_libtpus_flash_kernel(heads, kv_heads, length, dtype, mode, tmp_path):
+    assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, "plain", "none")
+
+
+@pytest.mark.parametrize("heads,kv_heads,length,dtype,mode,causal,mask,key_length", [
+    (2, 2, 512, "bfloat16", "eager", "causal", "none", 512),
+    (4, 2, 512, "bfloat16", "eager", "causal", "none", 512),     # grouped-query attention
+    (2, 2, 512, "float32", "eager", "causal", "none", 512),
+    (2, 2, 1000, "bfloat16", "eager", "causal", "none", 1000),   # padded to 1024, padded keys masked
+    (2, 2, 128, "bfloat16", "eager", "causal", "none", 512),     # fewer queries than keys
+    (2, 2, 512, "bfloat16", "eager", "plain", "2d", 512),        # boolean [L, L] mask
+    (4, 2, 512, "float32", "eager", "causal", "4d", 512),        # boolean [1, 1, L, L] mask and causal
+    (2, 2, 512, "bfloat16", "compiled", "causal", "none", 512),
+    (2, 2, 512, "bfloat16", "compiled", "plain", "2d", 512),
+])
+def test_masked_and_causal_attention_is_rewritten_into_libtpus_flash_kernel(heads, kv_heads, length, dtype, mode,
+                                                                           causal, mask, key_length, tmp_path):
+    assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, causal, mask, key_length)
+
+
+def assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, causal, mask, key_length=None):
     env = dict(os.environ, TORCH_TPU_AOT_CHECK="v6e:1x1", TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="",
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
-    res = subprocess.run([sys.executable, "-c", SCRIPT, str(heads), str(kv_heads), str(length), dtype, mode],
-                         env=env, capture_output=True, text=True, timeout=600)
+    env.pop("TORCH_TPU_LOWERING_TARGET", None)
+    args = [str(heads), str(kv_heads), str(length), dtype, mode, causal, mask, str(key_length or length)]
+    res = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and "matches the cpu" in res.stdout, res.stderr[-3000:]
     modules = optimized_modules(tmp_path)
     attention = [m for m in modules if "tpu_custom_call" in m]

@@ -2,6 +2,8 @@
 csrc/lowering/attention.cc, chosen by csrc/engine/composite/fused_attention.cc) against PyTorch
 on the CPU, and the calls that keep PyTorch's math path (dropout, masks needing a gradient,
 odd ranks) or raise PyTorch's own errors."""
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -137,6 +139,22 @@ def test_non_finite_inputs_propagate_like_the_cpu(where, value):
         torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
         return
     compare(q, k, v, grad=False)
+
+
+@pytest.mark.skipif(bool(os.environ.get("TORCH_TPU_AOT_CHECK")),
+                    reason="with the AOT check on, a boolean mask reaches the fused op as it is (docs/limits.md)")
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_score_under_a_boolean_mask_makes_the_row_nan_like_the_cpu(value):
+    # PyTorch adds a boolean mask as 0 / -inf: a NaN or +inf score at a masked position makes its
+    # row NaN. Selecting the masked scores away (what the form lowered for libtpu does) would not.
+    q, k, v = qkv(1, 2, 2, 4, 5, 8)
+    k[0, 0, 1, 3] = value
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    mask[:, 1] = False
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert ref[0, 0].isnan().any()  # +inf scores a row at +inf, -inf where q is negative there
+    out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=mask.to(DEV))
+    torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
 
 
 def test_unmasked_row_of_minus_inf_scores_is_nan():

@@ -18,7 +18,7 @@ void compile_module(CompiledModule& out, program::Module module, int device, boo
   pjrt::CompileOptions options;
   options.device_assignment = {runtime().client().devices().at(device).id};
   try {
-    out.exe = get_or_compile(module.text, options, out.label, &out.aot);
+    out.exe = get_or_compile(module.text, options, out.label, &out.aot, module.tpu_text);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, out.label, ": the PJRT plugin rejected the lowered module: ", e.what(),
                 "\n--- module ---\n", module.text);

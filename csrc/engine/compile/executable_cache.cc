@@ -137,10 +137,12 @@ std::string cache_directory() {
 std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
                                                  const pjrt::CompileOptions& options,
                                                  const std::string& label,
-                                                 std::shared_ptr<const AotResult>* aot) {
+                                                 std::shared_ptr<const AotResult>* aot,
+                                                 const std::string& observed_text) {
   std::shared_ptr<pjrt::Executable> exe = plugin_get_or_compile(module_text, options);
   if (CompileObserver observer = g_observer.load()) {
-    std::shared_ptr<const AotResult> result = observer(module_text, options, label);
+    std::shared_ptr<const AotResult> result =
+        observer(observed_text.empty() ? module_text : observed_text, options, label);
     if (aot != nullptr) *aot = std::move(result);
   }
   return exe;

@@ -15,11 +15,13 @@ namespace tpu::engine {
 
 // `label` (the op name) names the module for the compile observer. When one is set (the AOT
 // check, engine/compile/aot_check.h), every call also hands it the module, and `aot` (if
-// given) receives its result.
+// given) receives its result. The observer sees `observed_text` instead where it is not empty (the
+// module lowered for libtpu, engine/call/target_modules.h).
 std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
                                                  const pjrt::CompileOptions& options,
                                                  const std::string& label = "",
-                                                 std::shared_ptr<const AotResult>* aot = nullptr);
+                                                 std::shared_ptr<const AotResult>* aot = nullptr,
+                                                 const std::string& observed_text = "");
 std::string cache_directory();
 
 // Sees every module get_or_compile is asked for (once per call; it de-duplicates itself).

@@ -14,10 +14,13 @@
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/scaled_dot_product_attention_native.h>
 #include <torch/library.h>
 
 #include <limits>
 
+#include "engine/call/target_modules.h"
+#include "engine/compile/aot_check.h"
 #include "engine/growing/growing_dims.h"
 
 namespace tpu::engine {
@@ -142,9 +145,38 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   return {dq, dk, dv, at::Tensor()};
 }
 
+// scaled_dot_product_attention itself, for a boolean mask on the fused path where modules are
+// lowered for libtpu (on a TPU, and for the AOT check): PyTorch's composite turns the mask into
+// an additive one (0 / -inf in the query's dtype) before the fused op, and libtpu's
+// flash-attention pass never takes an additive mask; the boolean one is what it rewrites
+// (lowering/attention.cc, Target::Tpu). The two differ only where a masked score is NaN or +inf:
+// added to -inf it makes the row NaN (PyTorch), selected away it does not; on other plugins
+// without the AOT check the composite runs as it is (docs/limits.md). Registered at
+// AutogradPrivateUse1 (the fused op records its own autograd node) and PrivateUse1 (inference
+// mode, which skips autograd keys).
+at::Tensor attention_keeping_boolean_mask(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
+                                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->scalar_type() == at::kBool &&
+      query.device().type() == c10::DeviceType::PrivateUse1 &&
+      (running_target() == lowering::Target::Tpu || aot_check_enabled()) &&
+      choose_sdp_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) ==
+          static_cast<int64_t>(at::SDPBackend::overrideable)) {
+    return std::get<0>(at::_scaled_dot_product_fused_attention_overrideable(query, key, value, attn_mask, dropout_p,
+                                                                           is_causal, false, scale));
+  }
+  return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                  enable_gqa);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("scaled_dot_product_attention", attention_keeping_boolean_mask);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", fused_attention);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", fused_attention_backward);
+  m.impl("scaled_dot_product_attention", attention_keeping_boolean_mask);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "engine/eager/plan.h"
 
+#include "engine/call/target_modules.h"
 #include "engine/eager/eager_program.h"
 #include "lowering/registry.h"
 
@@ -38,8 +39,9 @@ std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit
   }
   const lowering::Rule* rule = lowering::find_rule(rule_name);
   TORCH_INTERNAL_ASSERT(rule != nullptr, "no lowering rule ", rule_name);
-  compile_module(plan->module,
-                 assemble_op_program(op, stack, num_args, call, plan->outputs, *rule, plan->module.label),
+  compile_module(plan->module, assemble_for_targets([&] {
+                   return assemble_op_program(op, stack, num_args, call, plan->outputs, *rule, plan->module.label);
+                 }),
                  call.device, /*keep_text=*/false);
   return plan;
 }

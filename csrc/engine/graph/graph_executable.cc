@@ -4,6 +4,7 @@
 
 #include "engine/call/math_bits.h"
 #include "engine/call/recompile_log.h"
+#include "engine/call/target_modules.h"
 #include "engine/call/user_errors.h"
 #include "engine/device/dtypes.h"
 #include "engine/device/guard.h"
@@ -59,7 +60,8 @@ std::shared_ptr<CompiledModule> GraphExecutable::plan_for(const OpCall& call) {
   auto plan = std::make_shared<CompiledModule>();
   plan->label = spec_.name;
   try {
-    compile_module(*plan, assemble_graph_program(spec_, call), call.device, /*keep_text=*/true);
+    compile_module(*plan, assemble_for_targets([&] { return assemble_graph_program(spec_, call); }), call.device,
+                   /*keep_text=*/true);
   } catch (...) {
     rethrow_as_user_error(spec_.name);
   }
