@@ -202,7 +202,7 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
     o = slice(b, o, start, limit, step);
   }
   lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
-  return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
+  return {convert(b, ungrouped(b, o), c.out(0).dtype), lse};
 }
 
 // Whether libtpu's kernel takes these lengths once flash_length pads them: a multiple of 128 up
@@ -300,7 +300,7 @@ std::vector<Value> capped_masked_attention_forward(Context& c, const std::string
     lse = slice(b, lse, std::vector<int64_t>(lse.rank(), 0), lse_limit, std::vector<int64_t>(lse.rank(), 1));
   }
   lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
-  return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
+  return {convert(b, ungrouped(b, o), c.out(0).dtype), lse};
 }
 
 // Whether libtpu's masked form applies: a boolean mask or causal, no additive mask (the pass never
@@ -314,20 +314,24 @@ bool lower_masked_for_tpu(Context& c, const Dims& d, DType in, size_t mask_arg) 
   return lowering_target() == Target::Tpu;
 }
 
-// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *,
-// attn_mask, scale) -> (output, logsumexp)
-std::vector<Value> attention_forward(Context& c) {
-  const std::string op = "_scaled_dot_product_flash_attention_for_cpu";
+// Where a forward op keeps its arguments after query, key and value.
+struct ForwardArgs {
+  size_t mask, dropout, causal, scale;
+};
+
+// The forward of both ops: {output in the result dtype, logsumexp [B, H, Lq] in f32/f64}.
+std::vector<Value> forward(Context& c, const std::string& op, const ForwardArgs& a) {
   Builder& b = c.b;
   Value q = c.tensor(0), k = c.tensor(1), v = c.tensor(2);
   Dims d = attention_dims(op, q, k, v);
-  require_no_dropout(c, op, 3);
+  require_no_dropout(c, op, a.dropout);
   DType in = q.dtype(), acc = float_opmath(in);
-  const double scale = softmax_scale(c, 6, d);
-  if (!c.has(5) && !c.bool_arg(4)) return unmasked_attention_forward(c, q, k, v, d, scale);
-  if (lower_masked_for_tpu(c, d, in, 5)) return capped_masked_attention_forward(c, op, q, k, v, d, scale, 5, c.bool_arg(4));
+  const double scale = softmax_scale(c, a.scale, d);
+  const bool causal = c.bool_arg(a.causal);
+  if (!c.has(a.mask) && !causal) return unmasked_attention_forward(c, q, k, v, d, scale);
+  if (lower_masked_for_tpu(c, d, in, a.mask)) return capped_masked_attention_forward(c, op, q, k, v, d, scale, a.mask, causal);
   bool scaled = true;
-  Value s = scores(c, op, q, k, d, 5, c.bool_arg(4), scale, acc, /*scale_later=*/true, &scaled);
+  Value s = scores(c, op, q, k, d, a.mask, causal, scale, acc, /*scale_later=*/true, &scaled);
   const int64_t col = col_dim(d);
   Value m = reduce(b, s, {col}, "max");  // [B, Hkv, G, Lq]
   if (!scaled) {
@@ -348,7 +352,38 @@ std::vector<Value> attention_forward(Context& c) {
   Value lse = add(b, m_safe, unary(b, Unary::Log, l));
   lse = select(b, dead, constant(b, kInf, acc, lse.shape()), lse);
   lse = reshape(b, lse, {d.B, d.Hkv * d.G, d.Lq});
-  return {convert(b, ungrouped(b, o), c.out(0).dtype), convert(b, lse, c.out(1).dtype)};
+  return {convert(b, ungrouped(b, o), c.out(0).dtype), lse};
+}
+
+// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, *,
+// attn_mask, scale) -> (output, logsumexp)
+std::vector<Value> attention_forward(Context& c) {
+  std::vector<Value> r = forward(c, "_scaled_dot_product_flash_attention_for_cpu", {5, 3, 4, 6});
+  return {r[0], convert(c.b, r[1], c.out(1).dtype)};
+}
+
+// _scaled_dot_product_efficient_attention(query, key, value, attn_bias, compute_log_sumexp,
+// dropout_p, is_causal, *, scale) -> (output, log_sumexp, philox_seed, philox_offset)
+//
+// The same attention; its logsumexp is optional. scaled_dot_product_attention takes it on tpu
+// when no gradient is recorded (engine/composite/fused_attention.cc): a module without
+// logsumexp is one libtpu rewrites into its flash kernel alone, where returning logsumexp costs a
+// second pass over the scores (docs/tpu_aot.md). With compute_log_sumexp the logsumexp is padded
+// to a multiple of 32 rows, as the meta kernel says (CUDA's kernel's blocks); the rows past the
+// queries are +inf, as a row with nothing to attend to. The RNG outputs are 0 (no dropout).
+std::vector<Value> efficient_attention_forward(Context& c) {
+  Builder& b = c.b;
+  std::vector<Value> r = forward(c, "_scaled_dot_product_efficient_attention", {3, 5, 6, 7});
+  const Type& lse_type = c.out(1);
+  Value lse;
+  if (c.bool_arg(4)) {
+    Value filled = constant(b, kInf, lse_type.dtype, lse_type.shape);
+    lse = dynamic_update_slice(b, filled, convert(b, r[1], lse_type.dtype),
+                               std::vector<Value>(3, constant(b, 0.0, DType::S32)));
+  } else {
+    lse = constant(b, 0.0, lse_type.dtype, lse_type.shape);  // [B, H, 0]
+  }
+  return {r[0], lse, zeros(b, c.out(2)), zeros(b, c.out(3))};
 }
 
 // _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, key, value, out,
@@ -387,11 +422,13 @@ std::vector<Value> attention_backward(Context& c) {
 Registrar registrar({
     {"_scaled_dot_product_flash_attention_for_cpu", attention_forward},
     {"_scaled_dot_product_flash_attention_for_cpu_backward", attention_backward},
+    {"_scaled_dot_product_efficient_attention", efficient_attention_forward},
 });
 
 // Attention over padded keys: the padder masks the scores' softmax.
 const PaddedOperandsRegistrar padded_operands({
     {"_scaled_dot_product_flash_attention_for_cpu", PaddedOperands::Exact},
+    {"_scaled_dot_product_efficient_attention", PaddedOperands::Exact},
 });
 
 }  // namespace

@@ -13,10 +13,17 @@ from helpers import DEV, fallbacks
 
 FUSED = "_scaled_dot_product_flash_attention_for_cpu"
 FUSED_BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+# Without a gradient to record, the fused path runs the attention without logsumexp.
+FUSED_INFERENCE = "_scaled_dot_product_efficient_attention"
 
 
 def ops_run():
     return dict(torch_tpu._C._op_counts())
+
+
+def fused_runs():
+    ran = ops_run()
+    return ran.get(FUSED, 0) + ran.get(FUSED_INFERENCE, 0)
 
 
 def attend(device, q, k, v, grad=False, **kw):
@@ -56,24 +63,27 @@ def tolerances(dtype):
 
 
 def compare(q, k, v, grad=True, fused=True, **kw):
+    """SDPA on tpu against the CPU, with and without gradients when `grad` (the fused path runs
+    other modules for each), and which path it took."""
     before_ops, before_fallbacks = ops_run(), fallbacks()
-    ref, ref_grads = attend("cpu", q, k, v, grad, **kw)
-    out, grads = attend(DEV, q, k, v, grad, **kw)
     tol = tolerances(q.dtype)
     exact = None
     if q.dtype == torch.float32:
         mask = kw.get("attn_mask")
         kw64 = dict(kw, attn_mask=mask.double()) if isinstance(mask, torch.Tensor) and mask.is_floating_point() else kw
         exact = attend("cpu", q.double(), k.double(), v.double(), grad, **kw64)
-    for i, (g, r) in enumerate(zip([out] + (grads or []), [ref] + (ref_grads or []))):
-        r64 = None if exact is None else ([exact[0]] + (exact[1] or []))[i]
-        assert_close_to_cpu(g, r, r64, tol)
+    for with_grad in ([False, True] if grad else [False]):
+        ref, ref_grads = attend("cpu", q, k, v, with_grad, **kw)
+        out, grads = attend(DEV, q, k, v, with_grad, **kw)
+        for i, (g, r) in enumerate(zip([out] + (grads or []), [ref] + (ref_grads or []))):
+            r64 = None if exact is None else ([exact[0]] + (exact[1] or []))[i]
+            assert_close_to_cpu(g, r, r64, tol)
     assert fallbacks() == before_fallbacks
     ran = ops_run()
-    took_fused = ran.get(FUSED, 0) > before_ops.get(FUSED, 0)
-    assert took_fused == fused, f"fused path taken: {took_fused}"
-    if grad and fused:
-        assert ran.get(FUSED_BACKWARD, 0) > before_ops.get(FUSED_BACKWARD, 0)
+    ran_more = lambda op: ran.get(op, 0) > before_ops.get(op, 0)
+    assert ran_more(FUSED_INFERENCE) == fused, f"fused path without gradients taken: {ran_more(FUSED_INFERENCE)}"
+    if grad:
+        assert ran_more(FUSED) == fused and ran_more(FUSED_BACKWARD) == fused
 
 
 def qkv(b, hq, hkv, lq, lk, e, dtype=torch.float32, seed=0):
@@ -209,9 +219,9 @@ def test_calls_outside_the_fused_path_keep_the_math_path(case):
     q, k, v = qkv(2, 2, 2, 4, 5, 8)
     if case == "dropout":
         # Random values differ from the CPU's by design: check the path and the shape only.
-        before = ops_run().get(FUSED, 0)
+        before = fused_runs()
         out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), dropout_p=0.5)
-        assert out.shape == q.shape and ops_run().get(FUSED, 0) == before
+        assert out.shape == q.shape and fused_runs() == before
         return
     if case == "mask_grad":
         mask = torch.randn(4, 5)
@@ -265,14 +275,35 @@ def test_direct_fused_op_matches_the_cpu_kernel():
     assert out[1].shape == ref[1].shape and out[1].stride() == ref[1].stride()
 
 
+@pytest.mark.parametrize("compute_log_sumexp", [False, True])
+def test_direct_efficient_attention_op(compute_log_sumexp):
+    # PyTorch has no CPU kernel for it: the reference is the CPU's flash kernel, and the shapes
+    # and strides are its meta kernel's (logsumexp padded to 32 rows; +inf past the queries).
+    q, k, v = qkv(2, 4, 4, 37, 7, 16)
+    mask = torch.rand(1, 1, 37, 7) > 0.3
+    mask[..., 0] = True  # no row left empty (their logsumexp is the CPU kernel's own business)
+    ref, ref_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, True, attn_mask=torch.zeros(37, 7).masked_fill(~mask[0, 0], float("-inf")))
+    out, lse, seed, offset = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q.to(DEV), k.to(DEV), v.to(DEV), mask.to(DEV), compute_log_sumexp, 0.0, True)
+    meta = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q.to("meta"), k.to("meta"), v.to("meta"), mask.to("meta"), compute_log_sumexp, 0.0, True)
+    assert out.shape == meta[0].shape and out.stride() == meta[0].stride() and lse.shape == meta[1].shape
+    torch.testing.assert_close(out.cpu(), ref)
+    if compute_log_sumexp:
+        torch.testing.assert_close(lse[..., :37].cpu(), ref_lse)
+        assert (lse[..., 37:].cpu() == float("inf")).all()
+    assert seed.cpu().item() == 0 and offset.cpu().item() == 0
+
+
 def test_sdpa_kernel_context_is_respected():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q, k, v = qkv(1, 2, 2, 3, 4, 8)
-    before = ops_run().get(FUSED, 0)
+    before = fused_runs()
     with sdpa_kernel([SDPBackend.MATH]):
         out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV))
     torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v))
-    assert ops_run().get(FUSED, 0) == before
+    assert fused_runs() == before
 
 
 def test_compiled_graph_uses_the_fused_rules():

@@ -113,19 +113,31 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   return std::nullopt;
 }
 
+// The attention a fused-path call computes, over a growing KV cache's capacity where it has one:
+// {output, logsumexp}, or {output, undefined} without logsumexp (a module libtpu rewrites into
+// its flash kernel alone).
+std::tuple<at::Tensor, at::Tensor> attend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                         const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+                                         std::optional<double> scale, bool with_logsumexp) {
+  at::Tensor k = key, v = value;
+  std::optional<at::Tensor> m = mask;
+  // Fake and functional tensors (a trace through scaled_dot_product_attention below) have no
+  // capacity to look at.
+  const bool real = plain_tpu_tensor(query) && plain_tpu_tensor(key) && plain_tpu_tensor(value);
+  if (auto padded = growing_dims_enabled() && real ? over_capacity(query, key, value, mask) : std::nullopt) {
+    std::tie(k, v, m) = *padded;
+  }
+  if (with_logsumexp) return at::_scaled_dot_product_flash_attention_for_cpu(query, k, v, dropout_p, is_causal, m, scale);
+  return {std::get<0>(at::_scaled_dot_product_efficient_attention(query, k, v, m, /*compute_log_sumexp=*/false,
+                                                                  dropout_p, is_causal, scale)),
+          at::Tensor()};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                 bool /*return_debug_mask*/, std::optional<double> scale) {
-  at::Tensor out, logsumexp;
-  if (auto padded = growing_dims_enabled() ? over_capacity(query, key, value, attn_bias) : std::nullopt) {
-    auto& [k, v, valid] = *padded;
-    std::tie(out, logsumexp) =
-        at::_scaled_dot_product_flash_attention_for_cpu(query, k, v, dropout_p, is_causal, valid, scale);
-  } else {
-    std::tie(out, logsumexp) =
-        at::_scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, attn_bias, scale);
-  }
+  auto [out, logsumexp] = attend(query, key, value, attn_bias, dropout_p, is_causal, scale, /*with_logsumexp=*/true);
   auto rng_state = at::empty({}, query.options().dtype(at::kLong));
   return {out,       logsumexp, at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
           rng_state, rng_state, at::Tensor()};
@@ -145,38 +157,56 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   return {dq, dk, dv, at::Tensor()};
 }
 
-// scaled_dot_product_attention itself, for a boolean mask on the fused path where modules are
-// lowered for libtpu (on a TPU, and for the AOT check): PyTorch's composite turns the mask into
-// an additive one (0 / -inf in the query's dtype) before the fused op, and libtpu's
-// flash-attention pass never takes an additive mask; the boolean one is what it rewrites
-// (lowering/attention.cc, Target::Tpu). The two differ only where a masked score is NaN or +inf:
-// added to -inf it makes the row NaN (PyTorch), selected away it does not; on other plugins
-// without the AOT check the composite runs as it is (docs/limits.md). Registered at
-// AutogradPrivateUse1 (the fused op records its own autograd node) and PrivateUse1 (inference
-// mode, which skips autograd keys).
-at::Tensor attention_keeping_boolean_mask(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
-                                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
-  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->scalar_type() == at::kBool &&
-      query.device().type() == c10::DeviceType::PrivateUse1 &&
-      (running_target() == lowering::Target::Tpu || aot_check_enabled()) &&
-      choose_sdp_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) ==
+// PyTorch's composite for the overrideable backend: a boolean mask becomes additive (0 / -inf in
+// the query's dtype), as the composite's convert_boolean_attn_mask makes it.
+// Written as the composite writes it (where(mask, 0, -inf)): a mask padded along both dims
+// (engine/growing) stays so through where.
+std::optional<at::Tensor> additive_mask(const std::optional<at::Tensor>& mask, const at::Tensor& query) {
+  if (!mask.has_value() || !mask->defined() || mask->scalar_type() != at::kBool) return mask;
+  at::Tensor minus_inf =
+      at::scalar_tensor(-std::numeric_limits<double>::infinity(), query.options().device(mask->device()));
+  return at::where(*mask, 0.0, minus_inf);
+}
+
+// scaled_dot_product_attention itself, where PyTorch would take the overrideable backend. Two
+// things differ from PyTorch's composite, which runs every other call:
+// - Without a gradient to record, it calls the attention without logsumexp (the composite's
+//   fused op returns one, and libtpu computes it in a second pass over the scores).
+// - Where modules are lowered for libtpu (on a TPU, and for the AOT check), a boolean mask reaches
+//   the attention as it is: the composite would make it additive, and libtpu's flash-attention
+//   pass never takes an additive mask (lowering/attention.cc, Target::Tpu). The two differ only
+//   where a masked score is NaN or +inf: added to -inf it makes the row NaN (PyTorch), selected
+//   away it does not (docs/limits.md).
+// Registered at AutogradPrivateUse1 (the fused op records its own autograd node) and
+// PrivateUse1 (inference mode, which skips autograd keys).
+at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                        const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                        std::optional<double> scale, bool enable_gqa) {
+  if (query.device().type() != c10::DeviceType::PrivateUse1 ||
+      choose_sdp_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) !=
           static_cast<int64_t>(at::SDPBackend::overrideable)) {
-    return std::get<0>(at::_scaled_dot_product_fused_attention_overrideable(query, key, value, attn_mask, dropout_p,
+    return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                    enable_gqa);
+  }
+  const bool keep_boolean = running_target() == lowering::Target::Tpu || aot_check_enabled();
+  std::optional<at::Tensor> mask = keep_boolean ? attn_mask : additive_mask(attn_mask, query);
+  const bool records_gradient =
+      at::GradMode::is_enabled() && (query.requires_grad() || key.requires_grad() || value.requires_grad());
+  if (records_gradient) {
+    return std::get<0>(at::_scaled_dot_product_fused_attention_overrideable(query, key, value, mask, dropout_p,
                                                                            is_causal, false, scale));
   }
-  return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                                                  enable_gqa);
+  return std::get<0>(attend(query, key, value, mask, dropout_p, is_causal, scale, /*with_logsumexp=*/false));
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("scaled_dot_product_attention", attention_keeping_boolean_mask);
+  m.impl("scaled_dot_product_attention", scaled_dot_product_attention);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", fused_attention);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", fused_attention_backward);
-  m.impl("scaled_dot_product_attention", attention_keeping_boolean_mask);
+  m.impl("scaled_dot_product_attention", scaled_dot_product_attention);
 }
 
 }  // namespace
