@@ -105,7 +105,7 @@ enum Slot : int {
   kDevice_GetDescription = 29, kDevice_LocalHardwareId = 31, kDevice_MemoryStats = 34,
   kExecutable_Destroy = 40, kExecutable_Name = 41, kExecutable_NumReplicas = 42,
   kExecutable_NumPartitions = 43, kExecutable_NumOutputs = 44,
-  kExecutable_GetCostAnalysis = 46, kExecutable_Serialize = 49, kLoadedExecutable_Destroy = 50,
+  kExecutable_GetCostAnalysis = 46, kExecutable_OptimizedProgram = 48, kExecutable_Serialize = 49, kLoadedExecutable_Destroy = 50,
   kLoadedExecutable_GetExecutable = 51, kLoadedExecutable_AddressableDevices = 52,
   kLoadedExecutable_Execute = 55, kExecutable_DeserializeAndLoad = 56, kBuffer_Destroy = 58,
   kBuffer_ElementType = 59, kBuffer_Dimensions = 60, kBuffer_OnDeviceSizeInBytes = 64,
@@ -216,6 +216,8 @@ struct Executable_NumReplicas_Args { TPU_PJRT_ARGS_PREFIX; Executable* executabl
 struct Executable_NumPartitions_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_partitions; };
 struct Executable_NumOutputs_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_outputs; };
 struct Executable_GetCostAnalysis_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; size_t num_properties; const NamedValue* properties; };
+// Two calls: with program->code NULL the plugin fills code_size; then it writes that many bytes.
+struct Executable_OptimizedProgram_Args { TPU_PJRT_ARGS_PREFIX; Executable* executable; Program* program; };
 struct Executable_Serialize_Args {
   TPU_PJRT_ARGS_PREFIX;
   const Executable* executable;
@@ -384,6 +386,7 @@ TPU_PJRT_CHECK_SIZE(Executable_NumReplicas_Args, num_replicas, 32);
 TPU_PJRT_CHECK_SIZE(Executable_NumPartitions_Args, num_partitions, 32);
 TPU_PJRT_CHECK_SIZE(Executable_NumOutputs_Args, num_outputs, 32);
 TPU_PJRT_CHECK_SIZE(Executable_GetCostAnalysis_Args, properties, 40);
+TPU_PJRT_CHECK_SIZE(Executable_OptimizedProgram_Args, program, 32);
 TPU_PJRT_CHECK_SIZE(Executable_Serialize_Args, serialized_executable_deleter, 56);
 TPU_PJRT_CHECK_SIZE(Executable_OutputElementTypes_Args, num_output_types, 40);
 TPU_PJRT_CHECK_SIZE(Executable_OutputDimensions_Args, dim_sizes, 48);

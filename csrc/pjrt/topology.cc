@@ -200,6 +200,22 @@ std::map<std::string, AttributeValue> UnloadedExecutable::cost_analysis() const 
   return read_named_values(args.properties, args.num_properties);
 }
 
+std::string UnloadedExecutable::optimized_program() const {
+  if (!api_->has(abi::kExecutable_OptimizedProgram)) return "";
+  abi::Program program{};
+  program.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Program, format_size);
+  abi::Executable_OptimizedProgram_Args args{};
+  args.struct_size = TPU_PJRT_STRUCT_SIZE(abi::Executable_OptimizedProgram_Args, program);
+  args.executable = exe_;
+  args.program = &program;
+  api_->call(abi::kExecutable_OptimizedProgram, &args, "PJRT_Executable_OptimizedProgram");
+  std::string code(program.code_size, '\0');
+  if (code.empty()) return code;
+  program.code = code.data();
+  api_->call(abi::kExecutable_OptimizedProgram, &args, "PJRT_Executable_OptimizedProgram");
+  return code;
+}
+
 CompiledMemoryStats UnloadedExecutable::memory_stats() const {
   abi::Executable_GetCompiledMemoryStats_Args args{};
   args.struct_size =

@@ -119,6 +119,9 @@ class UnloadedExecutable {
   size_t num_replicas() const;
   // All properties as the plugin reports them (float values on libtpu).
   std::map<std::string, AttributeValue> cost_analysis() const;
+  // The module after the plugin's optimizations, in the plugin's format (libtpu:
+  // "hlo_with_config", a serialized HloModuleProtoWithConfig); empty if the plugin has none.
+  std::string optimized_program() const;
   CompiledMemoryStats memory_stats() const;
   // Bytes for PJRT_Executable_DeserializeAndLoad on a host with the devices and the same
   // plugin build.
