@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build wheel test-wheel demo quickstart test test-cpp test-python test-cpu-isa test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-projection bench-parallel docs clean
+.PHONY: setup build wheel test-wheel demo quickstart test test-cpp test-python test-cpu-isa test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-projection bench-attention bench-parallel docs clean
 
 setup: $(STAMP) build
 
@@ -148,6 +148,10 @@ bench-diffusion: setup
 # full-width 1- and 2-block graphs of the real model class (issue 9; about 10 min on 2 cores).
 bench-projection: setup
 	$(PY) benchmarks/qwen_image_projection.py
+
+# Masked and causal attention: libtpu's v6e estimate, exact form vs the form lowered for libtpu.
+bench-attention: setup
+	$(PY) benchmarks/attention_projection.py
 
 # Prefill/decode tokens/s of ~10M and ~100M Qwen3/Qwen3.5 models vs PyTorch CPU (issue 8).
 # Tensor parallelism over 1/2/4 emulated chips: memory and traffic per rank (docs/parallel.md).
