@@ -1,6 +1,8 @@
 #include "program/views.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -14,16 +16,23 @@ using namespace hlo;
 // ---- Boxes of a shaped storage -------------------------------------------------------------
 
 // Start index along every storage dim: (offset / stride_k) % dim_k, or zeros without an offset.
+// In 32 bits where the storage has fewer than 2^31 elements (the offset is below that): a TPU
+// has no 64-bit integer unit, and libtpu emulates each s64 division or remainder with some
+// thousand scalar u32 operations (a module with a runtime offset was ~3500 lines of them, and
+// had no estimate in libtpu's cost analysis).
 std::vector<Value> box_starts(Builder& b, const std::vector<int64_t>& dims, const Value& offset) {
   std::vector<int64_t> s = row_major_strides(dims);
+  const int64_t elements = std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
+  const DType index = elements <= std::numeric_limits<int32_t>::max() ? DType::S32 : DType::S64;
+  Value start = offset.valid() ? convert(b, offset, index) : Value();
   std::vector<Value> starts;
   for (size_t k = 0; k < dims.size(); ++k) {
-    if (!offset.valid()) {
-      starts.push_back(constant(b, 0, DType::S64));
+    if (!start.valid()) {
+      starts.push_back(constant(b, 0, index));
       continue;
     }
-    Value q = div(b, offset, constant(b, static_cast<double>(s[k]), DType::S64));
-    starts.push_back(binary(b, Binary::Remainder, q, constant(b, static_cast<double>(dims[k]), DType::S64)));
+    Value q = div(b, start, constant(b, static_cast<double>(s[k]), index));
+    starts.push_back(binary(b, Binary::Remainder, q, constant(b, static_cast<double>(dims[k]), index)));
   }
   return starts;
 }
