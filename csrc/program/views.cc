@@ -128,16 +128,18 @@ Value offset_or_zero(Builder& b, const ViewAccess& v) {
   return v.offset.valid() ? v.offset : constant(b, 0, DType::S64);
 }
 
-// Flat indices of every view element: offset + sum(i_d * stride_d), shape [numel, 1].
-Value element_indices(Builder& b, const ViewAccess& v) {
-  Type t(DType::S64, v.sizes);
-  Value idx = constant(b, 0, DType::S64, v.sizes);
+// Flat indices of every view element: offset + sum(i_d * stride_d), shape [numel, 1]; in 32 bits
+// when the flat storage has fewer than 2^31 elements (as box_starts, for a TPU's sake).
+Value element_indices(Builder& b, const ViewAccess& v, int64_t storage_elements) {
+  const DType index = storage_elements <= std::numeric_limits<int32_t>::max() ? DType::S32 : DType::S64;
+  Type t(index, v.sizes);
+  Value idx = constant(b, 0, index, v.sizes);
   for (size_t d = 0; d < v.sizes.size(); ++d) {
     if (v.sizes[d] == 1 || v.strides[d] == 0) continue;
     Value i = iota(b, t, static_cast<int64_t>(d));
-    idx = add(b, idx, mul(b, i, constant(b, static_cast<double>(v.strides[d]), DType::S64, v.sizes)));
+    idx = add(b, idx, mul(b, i, constant(b, static_cast<double>(v.strides[d]), index, v.sizes)));
   }
-  idx = add(b, idx, broadcast_in_dim(b, offset_or_zero(b, v), v.sizes, {}));
+  idx = add(b, idx, broadcast_in_dim(b, convert(b, offset_or_zero(b, v), index), v.sizes, {}));
   return reshape(b, idx, {v.numel(), 1});
 }
 
@@ -161,7 +163,7 @@ std::vector<int64_t> to_view_order(const std::vector<Dim>& dims) {
 Value read_flat(Builder& b, Value flat, const ViewAccess& v) {
   if (v.access == Access::Gather) {
     GatherDims g{{}, {0}, {0}, 1};
-    return reshape(b, gather(b, flat, element_indices(b, v), g, {1}, {v.numel()}), v.sizes);
+    return reshape(b, gather(b, flat, element_indices(b, v, flat.shape()[0]), g, {1}, {v.numel()}), v.sizes);
   }
   std::vector<Dim> dims = memory_dims(v);
   std::vector<int64_t> shape = window_shape(dims);
@@ -181,7 +183,7 @@ Value read_flat(Builder& b, Value flat, const ViewAccess& v) {
 Value write_flat(Builder& b, Value flat, const ViewAccess& v, Value update) {
   if (v.access == Access::Gather) {
     ScatterDims s{{}, {0}, {0}, 1};
-    return scatter(b, flat, element_indices(b, v), reshape(b, update, {v.numel()}), s, "");
+    return scatter(b, flat, element_indices(b, v, flat.shape()[0]), reshape(b, update, {v.numel()}), s, "");
   }
   int64_t numel = flat.shape()[0];
   std::vector<Dim> dims = memory_dims(v);
