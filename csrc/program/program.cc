@@ -1,5 +1,7 @@
 #include "program/program.h"
 
+#include <limits>
+
 #include "hlo/ops.h"
 
 namespace tpu::program {
@@ -28,12 +30,15 @@ int Program::storage(const StorageSlot& slot) {
   return index;
 }
 
-Value Program::offset(int binding) {
+Value Program::offset(int binding, int64_t storage_elements) {
   auto it = offsets_.find(binding);
   if (it != offsets_.end()) return it->second;
-  Value v = b_.arg(Type(DType::S64, {}));
+  // 32 bits where the storage has fewer than 2^31 elements: a TPU emulates s64 (libtpu splits
+  // every s64 value into u32 halves), and the offset only indexes this storage.
+  const DType dtype = storage_elements <= std::numeric_limits<int32_t>::max() ? DType::S32 : DType::S64;
+  Value v = b_.arg(Type(dtype, {}));
   ++num_args_;
-  params_.push_back({Param::Kind::Offset, binding, DType::S64});
+  params_.push_back({Param::Kind::Offset, binding, dtype});
   return offsets_[binding] = v;
 }
 
@@ -65,14 +70,14 @@ ViewAccess access_of(const View& view, Value offset) {
 Value Program::read(int slot, const View& view) {
   SlotState& s = slots_.at(slot);
   Value typed = hlo::bitcast_convert(b_, s.current, view.dtype);
-  Value off = view.offset_binding >= 0 ? offset(view.offset_binding) : Value{};
+  Value off = view.offset_binding >= 0 ? offset(view.offset_binding, typed.type.numel()) : Value{};
   return read_view(b_, typed, access_of(view, off));
 }
 
 void Program::write(int slot, const View& view, Value value) {
   SlotState& s = slots_.at(slot);
   Value typed = hlo::bitcast_convert(b_, s.current, view.dtype);
-  Value off = view.offset_binding >= 0 ? offset(view.offset_binding) : Value{};
+  Value off = view.offset_binding >= 0 ? offset(view.offset_binding, typed.type.numel()) : Value{};
   try {
     s.current = write_view(b_, typed, access_of(view, off), hlo::convert(b_, value, view.dtype));
   } catch (const std::invalid_argument& e) {

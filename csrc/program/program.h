@@ -112,7 +112,7 @@ class Program {
     bool written = false;
     DType written_dtype = DType::F32;
   };
-  Value offset(int binding);
+  Value offset(int binding, int64_t storage_elements);
 
   std::string label_;
   hlo::Builder b_;

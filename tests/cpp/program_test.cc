@@ -115,6 +115,7 @@ TEST(Program, MultiOpModuleWithViewsDonationAndAssertions) {
   // Parameters: A, B, I, the offset of the rows view.
   ASSERT_EQ(m.params.size(), 4u);
   EXPECT_EQ(m.params[3].kind, program::Param::Kind::Offset);
+  EXPECT_EQ(m.params[3].dtype, DType::S32);  // a storage under 2^31 elements: a 32-bit offset
   // Results: two outputs, two written storages (A and B, shaped/flat kept), one assertion.
   ASSERT_EQ(m.results.size(), 5u);
   EXPECT_EQ(m.results[0].layout.dims, (std::vector<int64_t>{6, 6}));
@@ -137,8 +138,8 @@ TEST(Program, MultiOpModuleWithViewsDonationAndAssertions) {
     auto ba = client().buffer_from_host(A.data(), pjrt::abi::kF32, {4, 6}, 0);
     auto bb = client().buffer_from_host(B.data(), pjrt::abi::kF32, {24}, 0);
     auto bi = client().buffer_from_host(I, pjrt::abi::kS64, {2}, 0);
-    int64_t offset = 6;
-    auto bo = client().buffer_from_host(&offset, pjrt::abi::kS64, {}, 0);
+    int32_t offset = 6;
+    auto bo = client().buffer_from_host(&offset, pjrt::abi::kS32, {}, 0);
     auto out = exe->execute({ba->raw(), bb->raw(), bi->raw(), bo->raw()});
     ASSERT_EQ(out.size(), 5u);
     EXPECT_TRUE(ba->is_deleted());  // donated
@@ -173,8 +174,8 @@ TEST(Program, UnwrittenStorageNeedsNoParameter) {
   program::Module m = p.finish();
   ASSERT_EQ(m.params.size(), 1u);  // only the offset
   auto exe = client().compile(m.text, pjrt::CompileOptions{});
-  int64_t offset = 3;
-  auto bo = client().buffer_from_host(&offset, pjrt::abi::kS64, {}, 0);
+  int32_t offset = 3;
+  auto bo = client().buffer_from_host(&offset, pjrt::abi::kS32, {}, 0);
   auto out = exe->execute({bo->raw()});
   EXPECT_EQ(to_host(*out[0], 6), std::vector<float>(6, 0));
   EXPECT_EQ(to_host(*out[1], 6), (std::vector<float>{0, 0, 0, 5, 5, 5}));

@@ -36,7 +36,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> bind_params(const std::vector<program
         bound.push_back(read_buffer(*call.storages[p.binding].buffer, p.dtype));
         break;
       case program::Param::Kind::Offset:
-        bound.push_back(scalar_buffer(call.device, DType::S64, c10::Scalar(call.tensors[p.binding].tensor.storage_offset())));
+        bound.push_back(scalar_buffer(call.device, p.dtype, c10::Scalar(call.tensors[p.binding].tensor.storage_offset())));
         break;
       case program::Param::Kind::Scalar:
         bound.push_back(scalar_buffer(call.device, p.dtype, call.scalars[p.binding].value));
