@@ -28,7 +28,11 @@ KNOWN = [
     (("*pow*", "ldexp*"), "silent mismatch", r".",
      "docs/limits.md 'Complex pow of non-finite values' (ldexp's 2^other too): XLA's complex power gives NaN where the "
      "CPU's vectorized exp(y*log(x)) gives signed zeros or infinities (checked only for complex "
-     "inputs holding inf/NaN, see `applies`)"),
+     "inputs holding inf/NaN, or a zero base, see `applies`)"),
+    ("log1p*", "silent mismatch", r".",
+     "docs/limits.md 'Complex log1p of infinite values': XLA's log1p gives the limit (inf + i*pi/2) "
+     "where the CPU's log(u) * z / (u - 1) divides inf by inf (checked only for complex inputs "
+     "holding inf, see `applies`)"),
     (("_native_batch_norm_legit*", "native_batch_norm"), "dtype mismatch", r"result\[[12]\]: dtype torch\.(bfloat16|float16) on CPU, torch\.float32 on tpu",
      "docs/limits.md 'Result dtypes follow PyTorch's meta kernels': float32 save_mean/save_invstd for "
      "half-precision input"),
@@ -336,8 +340,15 @@ def applies(entry, case, detail="") -> bool:
     if op_glob == "*div*":  # a non-finite value may also be a scalar
         return (any("complex" in t.base_code for t in case.tensors)
                 and any(s in text for text in [case.call] + [t.base_code for t in case.tensors] for s in ("nan", "inf")))
-    if op_glob in ("*pow*", "*mm*"):
+    if op_glob == "*pow*":  # a zero base is log(0) = -inf inside exp(y * log(x))
+        complex_operand = any("complex" in t.base_code for t in case.tensors)
+        zero_base = re.match(r"\s*(0|0\.0|-0\.0|0j|complex\(0\.0, 0\.0\))\s*,", case.call)  # pow.Scalar(self, exponent)
+        return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors) or (
+            complex_operand and bool(zero_base))
+    if op_glob == "*mm*":
         return any("complex" in t.base_code and ("nan" in t.base_code or "inf" in t.base_code) for t in case.tensors)
+    if op_glob == "log1p*":
+        return any("complex" in t.base_code and "inf" in t.base_code for t in case.tensors)
     return True
 
 
