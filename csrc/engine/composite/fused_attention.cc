@@ -157,9 +157,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   return {dq, dk, dv, at::Tensor()};
 }
 
-// PyTorch's composite for the overrideable backend: a boolean mask becomes additive (0 / -inf in
-// the query's dtype), as the composite's convert_boolean_attn_mask makes it.
-// Written as the composite writes it (where(mask, 0, -inf)): a mask padded along both dims
+// A boolean mask made additive (0 / -inf in the query's dtype) as PyTorch's composite makes it for
+// the overrideable backend, with where(mask, 0, -inf): a mask padded along both dims
 // (engine/growing) stays so through where.
 std::optional<at::Tensor> additive_mask(const std::optional<at::Tensor>& mask, const at::Tensor& query) {
   if (!mask.has_value() || !mask->defined() || mask->scalar_type() != at::kBool) return mask;
