@@ -160,11 +160,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
 // A boolean mask made additive (0 / -inf in the query's dtype) as PyTorch's composite makes it for
 // the overrideable backend, with where(mask, 0, -inf): a mask padded along both dims
 // (engine/growing) stays so through where.
-std::optional<at::Tensor> additive_mask(const std::optional<at::Tensor>& mask, const at::Tensor& query) {
-  if (!mask.has_value() || !mask->defined() || mask->scalar_type() != at::kBool) return mask;
+at::Tensor additive_mask(const at::Tensor& mask, const at::Tensor& query) {
   at::Tensor minus_inf =
-      at::scalar_tensor(-std::numeric_limits<double>::infinity(), query.options().device(mask->device()));
-  return at::where(*mask, 0.0, minus_inf);
+      at::scalar_tensor(-std::numeric_limits<double>::infinity(), query.options().device(mask.device()));
+  return at::where(mask, 0.0, minus_inf);
 }
 
 // scaled_dot_product_attention itself, where PyTorch would take the overrideable backend. Two
@@ -187,8 +186,11 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tenso
     return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                                     enable_gqa);
   }
-  const bool keep_boolean = running_target() == lowering::Target::Tpu || aot_check_enabled();
-  std::optional<at::Tensor> mask = keep_boolean ? attn_mask : additive_mask(attn_mask, query);
+  // Asked only for a boolean mask: aot_check_enabled() takes a lock, and this runs per call.
+  const bool boolean_mask = attn_mask.has_value() && attn_mask->defined() && attn_mask->scalar_type() == at::kBool;
+  const bool keep_boolean =
+      boolean_mask && (running_target() == lowering::Target::Tpu || aot_check_enabled());
+  std::optional<at::Tensor> mask = boolean_mask && !keep_boolean ? additive_mask(*attn_mask, query) : attn_mask;
   const bool records_gradient =
       at::GradMode::is_enabled() && (query.requires_grad() || key.requires_grad() || value.requires_grad());
   if (records_gradient) {
