@@ -3,8 +3,9 @@
 // XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_as_text" libtpu also writes each module before and
 // after optimization: what its passes (e.g. the flash-attention rewrite, issue 30) did.
 //
-// Usage: tpu_libtpu_compile [--libtpu PATH] [--topology v6e:1x1] FILE.mlir...
-//        (--libtpu defaults to $TORCH_TPU_LIBTPU)
+// Usage: tpu_libtpu_compile [--libtpu PATH] [--topology v6e:1x1] [--replicas N] FILE.mlir...
+//        (--libtpu defaults to $TORCH_TPU_LIBTPU; --replicas N compiles a module with N replicas,
+//        e.g. an all-reduce, over the topology's first N devices)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,21 +34,29 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 int main(int argc, char** argv) {
   std::string libtpu = std::getenv("TORCH_TPU_LIBTPU") ? std::getenv("TORCH_TPU_LIBTPU") : "";
   std::string topology_name = "v6e:1x1";
+  int replicas = 1;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--libtpu") == 0 && i + 1 < argc) libtpu = argv[++i];
     else if (std::strcmp(argv[i], "--topology") == 0 && i + 1 < argc) topology_name = argv[++i];
+    else if (std::strcmp(argv[i], "--replicas") == 0 && i + 1 < argc) replicas = std::atoi(argv[++i]);
     else files.push_back(argv[i]);
   }
   if (libtpu.empty() || files.empty()) {
-    std::fprintf(stderr, "usage: %s [--libtpu PATH] [--topology v6e:1x1] FILE.mlir...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--libtpu PATH] [--topology v6e:1x1] [--replicas N] FILE.mlir...\n", argv[0]);
     return 2;
   }
   tpu::pjrt::prepare_libtpu_offline_env();
   auto api = tpu::pjrt::Api::load(libtpu);
   tpu::pjrt::Topology topology(api, topology_name);
   tpu::pjrt::CompileOptions options;
-  options.device_assignment = {topology.device_ids().at(0)};
+  const auto& ids = topology.device_ids();
+  if (replicas < 1 || replicas > static_cast<int>(ids.size())) {
+    std::fprintf(stderr, "--replicas %d: topology %s has %zu devices\n", replicas, topology_name.c_str(), ids.size());
+    return 2;
+  }
+  options.num_replicas = replicas;
+  options.device_assignment.assign(ids.begin(), ids.begin() + replicas);
   int failures = 0;
   for (const std::string& file : files) {
     try {

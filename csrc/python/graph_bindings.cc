@@ -126,7 +126,7 @@ py::dict aot_result_dict(const tpu::engine::AotResult& r) {
   d["flops"] = r.flops;
   d["bytes_accessed"] = r.bytes_accessed;
   d["optimal_seconds"] = r.optimal_seconds;
-  d["x64_custom_calls"] = r.x64_custom_calls;
+  d["uncosted_custom_calls"] = r.uncosted_custom_calls;
   d["roofline_seconds"] = r.roofline_seconds;
   d["cached"] = r.cached;
   return d;

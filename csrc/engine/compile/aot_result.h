@@ -15,8 +15,8 @@ struct AotResult {
   // libtpu's cost analysis (per device); -1 when absent.
   double flops = -1;
   double bytes_accessed = -1;
-  double optimal_seconds = -1;  // with libtpu's -1 per 64-bit emulation call added back
-  int64_t x64_custom_calls = 0;  // those calls (counted only where optimal_seconds read negative)
+  double optimal_seconds = -1;  // with libtpu's -1 per uncosted custom call added back
+  int64_t uncosted_custom_calls = 0;  // those calls (counted only where optimal_seconds read negative)
   // max(flops / peak flop rate, bytes / peak bandwidth) of the topology's chip; -1 if unknown.
   double roofline_seconds = -1;
   bool cached = false;  // written to the AOT cache directory
