@@ -10,7 +10,8 @@ side by side (`ConcatBitcast`, no data moves): the analysis counts the DMA's who
 per piece, the ConcatBitcast as a copy and the product's read from VMEM again, so a decode step
 reads its weights 3-4 times in that figure. This tool counts what crosses HBM instead: operands
 and results in the default memory space (layouts without `S(n)`), each DMA at the bytes it
-moves, a ConcatBitcast at nothing. It over-counts gathers (the whole table, not the rows read).
+moves, a ConcatBitcast at nothing, and a table that is only indexed (an operand whose one use is
+the source of a `dynamic-slice` or `gather`, an embedding lookup) at the bytes the lookup reads.
 """
 import re
 import sys
@@ -43,6 +44,36 @@ def _hbm_bytes(shape):
     return sum(n for n, in_hbm in _arrays(shape) if in_hbm)
 
 
+COMPUTATION = re.compile(r"^%([\w.\-]+) \(.*\) -> .* \{$")
+LOOKUPS = ("dynamic-slice", "gather")
+
+
+def _indexed_parameters(lines):
+    """{computation: {parameter number: bytes read}} for the parameters of fused computations
+    whose one use is the source (operand 0) of a dynamic-slice or gather: an embedding lookup
+    reads its rows, not the table."""
+    found, name, body = {}, None, []
+    for line in lines:
+        header = COMPUTATION.match(line)
+        if header:
+            name, body = header.group(1), []
+        elif name and line.startswith("}"):
+            params = {m.group(1): int(m.group(2)) for m in
+                      (re.search(r"%([\w.\-]+) = .* parameter\((\d+)\)", b) for b in body) if m}
+            for b in body:
+                m = INSTRUCTION.match(b)
+                if not m or m.group(3) not in LOOKUPS:
+                    continue
+                source = re.findall(r"%([\w.\-]+)", m.group(4))[:1]
+                if source and source[0] in params and sum(f"%{source[0]}" in x for x in body) == 2:
+                    read = sum(n for n, _ in _arrays(m.group(2)))
+                    found.setdefault(name, {})[params[source[0]]] = read
+            name = None
+        elif name:
+            body.append(line)
+    return found
+
+
 def hbm_traffic(module_text):
     """{"parameters": bytes of @main's parameters, "hbm": bytes that cross HBM, "by_kind": {...}}
     for the ENTRY computation of an optimized module."""
@@ -52,6 +83,7 @@ def hbm_traffic(module_text):
     for name, shape in re.findall(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)", lines[entry]):
         shapes[name] = shape
     parameters = sum(n for s in shapes.values() for n, _ in _arrays(s))
+    indexed = _indexed_parameters(lines[:entry])
     by_kind = Counter()
     for line in lines[entry + 1:]:
         m = INSTRUCTION.match(line)
@@ -68,7 +100,12 @@ def hbm_traffic(module_text):
                 by_kind["dma"] += arrays[1][0]
             continue
         names = re.findall(r"%([\w.\-]+)", operands)
-        by_kind[op] += sum(_hbm_bytes(shapes.get(o, "")) for o in names) + _hbm_bytes(shape)
+        called = re.search(r"calls=%([\w.\-]+)", line)
+        lookups = indexed.get(called.group(1), {}) if called and op == "fusion" else {}
+        if op in LOOKUPS:
+            lookups = {0: sum(n for n, _ in _arrays(shape))}
+        by_kind[op] += sum(min(lookups[i], _hbm_bytes(shapes.get(o, ""))) if i in lookups else
+                           _hbm_bytes(shapes.get(o, "")) for i, o in enumerate(names)) + _hbm_bytes(shape)
     return {"parameters": parameters, "hbm": sum(by_kind.values()), "by_kind": dict(by_kind)}
 
 
