@@ -1,5 +1,9 @@
 """libtpu's figures for one call of a model compiled with torch.compile(backend="tpu"): the helper
 the projections share (qwen_image_projection.py, sd35_projection.py, llm_projection.py)."""
+import glob
+import os
+import sys
+
 import torch
 import torch._dynamo
 
@@ -7,12 +11,26 @@ from torch_tpu.compile import stats
 
 import timing
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from hbm_traffic import hbm_traffic  # noqa: E402
 
-def compiled_call(model, call):
+
+def libtpu_dumps(dump_dir):
+    """libtpu's optimized modules in an XLA_FLAGS=--xla_dump_to directory (the CPU plugin's dumps,
+    which have no tpu_comp_env file, left out)."""
+    tpu = {os.path.basename(f).split(".")[0] for f in glob.glob(os.path.join(dump_dir, "*tpu_comp_env.txt"))}
+    return {f for f in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
+            if os.path.basename(f).split(".")[0] in tpu}
+
+
+def compiled_call(model, call, dump_dir=None):
     """Compiles `model` (fullgraph, static shapes), runs call(compiled) once on the device and
     returns libtpu's figures summed over the graphs it ran: {"seconds" (libtpu's estimate, the
     roofline bound for a graph it does not model), "flops", "bytes", "graphs", "unmodelled",
-    "wall" (seconds of the XLA:CPU call, compile included)}. Raises if libtpu rejected a graph."""
+    "wall" (seconds of the XLA:CPU call, compile included)}, and with `dump_dir` (where XLA_FLAGS
+    has libtpu dump its modules) "hbm": the bytes that cross HBM in libtpu's optimized modules
+    (tools/hbm_traffic.py; NaN if none was dumped). Raises if libtpu rejected a graph."""
+    dumped = libtpu_dumps(dump_dir) if dump_dir else set()
     torch._dynamo.reset()
     stats.executables.clear()
     compiled = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
@@ -22,7 +40,9 @@ def compiled_call(model, call):
     if not found or not all(a["accepted"] for a in found):
         raise RuntimeError(f"libtpu did not accept the compiled graph: {[a['message'] for a in found]}")
     modelled = [a["optimal_seconds"] > 0 for a in found]
-    return {"seconds": sum(a["optimal_seconds"] if ok else a["roofline_seconds"] for a, ok in zip(found, modelled)),
+    new = libtpu_dumps(dump_dir) - dumped if dump_dir else set()
+    hbm = sum(hbm_traffic(open(f).read())["hbm"] for f in new) if new else float("nan")
+    return {"hbm": hbm, "seconds": sum(a["optimal_seconds"] if ok else a["roofline_seconds"] for a, ok in zip(found, modelled)),
             "flops": sum(a["flops"] for a in found), "bytes": sum(a["bytes_accessed"] for a in found),
             "graphs": len(found), "unmodelled": modelled.count(False), "wall": wall}
 

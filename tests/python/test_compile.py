@@ -473,14 +473,43 @@ def test_explicit_inductor_on_tpu_writes_mutated_inputs_and_trains():
         torch.testing.assert_close(got.grad.cpu(), want.grad)
 
 
+def test_explicit_inductor_on_tpu_with_symbolic_shapes_compiles_per_shape():
+    """dynamic=True, and dynamic=None once a shape changed (Dynamo then makes the dim symbolic, as
+    in Transformers' compiled generate): Inductor's symbolic graph runs as our executables, one per
+    shape. It raised before."""
+    def f(x, w):
+        return (x @ w).softmax(-1) + x.sum(-1, keepdim=True)
+
+    def step(cache, x, pos):
+        cache.index_copy_(0, pos, x)
+        return cache.sum(0) * x.shape[0]
+
+    w = torch.randn(3, 3)
+    for dynamic in (True, None):
+        torch._dynamo.reset()
+        compiled = torch.compile(f, backend="inductor", dynamic=dynamic)
+        for n in (5, 8, 1, 13, 8):
+            x = torch.randn(n, 3)
+            x[0, 1] = float("nan")
+            x[-1, 2] = -float("inf")
+            got = compiled(x.to(DEV), w.to(DEV))
+            assert got.device.type == "tpu" and got.shape == (n, 3)
+            torch.testing.assert_close(got.cpu(), f(x, w), equal_nan=True)
+        # A graph that writes its input (two custom-op calls) with symbolic sizes.
+        compiled_step = torch.compile(step, backend="inductor", dynamic=dynamic)
+        for n in (2, 3, 5):
+            cache, x, pos = torch.zeros(9, 3), torch.randn(n, 3), torch.randperm(9)[:n]
+            c_dev = cache.to(DEV)
+            got = compiled_step(c_dev, x.to(DEV), pos.to(DEV))
+            want = step(cache, x, pos)
+            torch.testing.assert_close(c_dev.cpu(), cache)
+            torch.testing.assert_close(got.cpu(), want)
+
+
 def test_explicit_inductor_on_tpu_bad_cases_raise_naming_the_tpu_backend(monkeypatch, tmp_path):
     def f(x):
         return x.relu() + 1
 
-    # Symbolic shapes: the graph would need our executables per shape inside Inductor's wrapper.
-    torch._dynamo.reset()
-    with pytest.raises(Exception, match="static shapes only.*dynamic=False"):
-        torch.compile(f, backend="inductor", dynamic=True)(torch.randn(5, device=DEV))
     # TORCH_TPU_INDUCTOR=error: Inductor on tpu refuses, naming what works.
     monkeypatch.setenv("TORCH_TPU_INDUCTOR", "error")
     torch._dynamo.reset()

@@ -30,12 +30,13 @@ PROCESS_ID = f"torch_tpu.inductor_graphs.{os.getpid()}.{id(_graphs)}"
 
 
 class UnsupportedInductorGraph(RuntimeError):
-    """An Inductor graph on tpu that this path does not take (symbolic shapes)."""
+    """An Inductor graph on tpu that this path does not take (non-tensor inputs or results)."""
 
 
-class _PerIntValues:
-    """A graph with integer inputs (Dynamo's dynamic ints): traced with their values and compiled
-    once per distinct tuple of values, as backend="tpu" does (dynamic_shapes.py)."""
+class _PerShape:
+    """A graph with symbolic sizes or integer inputs (Dynamo's dynamic shapes and ints: dynamic=True,
+    or dynamic=None after a shape changed): traced with the call's sizes and values and compiled
+    once per distinct tuple of input shapes and ints, as backend="tpu" does (dynamic_shapes.py)."""
 
     def __init__(self, gm, positions):
         self.gm = gm
@@ -46,21 +47,23 @@ class _PerIntValues:
         args = list(tensors)
         for position, value in zip(self.positions, ints):
             args.insert(position, int(value))
-        fn = self.compiled.get(tuple(ints))
+        key = (tuple(int(i) for i in ints),
+               tuple((tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors))
+        fn = self.compiled.get(key)
         if fn is None:
             from torch.fx.experimental.proxy_tensor import make_fx
 
-            # Traced on fake tensors (a real trace would run the graph, writes included); the ints
-            # become constants of a static graph.
+            # Traced on fake tensors (a real trace would run the graph, writes included); sizes
+            # and ints become constants of a static graph.
             traced = make_fx(self.gm, tracing_mode="fake")(*args)
             fn = compile_graph(traced, args, "inductor", {}, False)  # it skips the int inputs
-            self.compiled[tuple(ints)] = fn
+            self.compiled[key] = fn
         return fn(args)
 
 
 def _run(key, inputs, ints):
     compiled, _ = _graphs[key]
-    outputs = list(compiled(list(inputs), list(ints)) if ints else compiled(list(inputs)))
+    outputs = list(compiled(list(inputs), list(ints)) if isinstance(compiled, _PerShape) else compiled(list(inputs)))
     # A custom op's results may not alias its inputs (nor each other): copy any that do.
     seen = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
     for i, t in enumerate(outputs):
@@ -159,11 +162,11 @@ def replace_with_compiled_graph(gm: torch.fx.GraphModule) -> None:
     results = list(output.args[0]) if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
     values = [n.meta.get("val") for n in placeholders]
     int_positions = [i for i, v in enumerate(values) if isinstance(v, torch.SymInt)]
-    if not all(_static_tensor(v) for i, v in enumerate(values) if i not in int_positions):
+    if not all(isinstance(v, torch.Tensor) for i, v in enumerate(values) if i not in int_positions):
         raise UnsupportedInductorGraph(
-            "backend=\"inductor\" on tpu tensors takes graphs of static shapes only (this one has symbolic "
-            "sizes or non-tensor inputs): compile with dynamic=False, or with backend=\"tpu\", which "
-            "specializes dynamic graphs per shape")
+            "backend=\"inductor\" on tpu tensors takes graphs of tensor and int inputs only (this one has "
+            f"{[type(v).__name__ for v in values]}): compile with backend=\"tpu\"")
+    symbolic = bool(int_positions) or not all(_static_tensor(v) for i, v in enumerate(values) if i not in int_positions)
     # Results computed by the graph (each once); inputs returned as they are stay graph inputs.
     computed, host_ints = [], []
     for r in results:
@@ -171,9 +174,9 @@ def replace_with_compiled_graph(gm: torch.fx.GraphModule) -> None:
             if _host_int_expression(r):  # a size computed from the ints: Inductor's wrapper computes it
                 host_ints.append(r)
                 continue
-            if not _static_tensor(r.meta.get("val")):
+            if not isinstance(r.meta.get("val"), torch.Tensor):
                 raise UnsupportedInductorGraph(
-                    f"backend=\"inductor\" on tpu tensors: graph result {r.name} is not a tensor of static shape; "
+                    f"backend=\"inductor\" on tpu tensors: graph result {r.name} is not a tensor; "
                     "compile with backend=\"tpu\"")
             computed.append(r)
         elif r is not None and not isinstance(r, torch.fx.Node):
@@ -181,8 +184,8 @@ def replace_with_compiled_graph(gm: torch.fx.GraphModule) -> None:
     body, copies = torch.fx.Graph(), {}
     body.graph_copy(gm.graph, copies)  # every node but the output
     body.output(tuple(copies[r] for r in computed))
-    if int_positions:
-        compiled = _PerIntValues(torch.fx.GraphModule(gm, body), int_positions)
+    if symbolic:
+        compiled = _PerShape(torch.fx.GraphModule(gm, body), int_positions)
     else:
         compiled = compile_graph(torch.fx.GraphModule(gm, body), values, "inductor", {}, False)
     with _lock:
