@@ -10,10 +10,20 @@ two is one block; the rest (embeddings, final norm and projection) is the 1-bloc
 one block. A step is 60 blocks + the rest per transformer call, two calls per step with true
 classifier-free guidance (the pipeline's default with a negative prompt).
 
-What this is: libtpu's static estimate for one chip, assuming perfect 4-way tensor parallelism
-for v6e-4 (no communication cost), next to the seed's 3.5 s per image. What it is not: a
-measurement; the graphs also run once here on XLA:CPU (minutes), which says nothing about TPU
-speed. Run: `make bench-projection` (or .venv/bin/python benchmarks/qwen_image_projection.py).
+v6e-4 is projected three ways from that one-chip figure, each with its collectives:
+- 4-way tensor parallelism (Megatron with sequence parallelism: every matmul, the attention heads and
+  the norms split four ways): per call, the one-chip time / 4 plus two all-reduces per block (the
+  row-parallel attention output and MLP output, both streams' tokens, bfloat16);
+- classifier-free guidance split over two pairs of chips (the conditional and unconditional calls
+  run at once), 2-way tensor parallelism within each pair;
+- each with its collectives not overlapped with compute (added) and fully overlapped (the larger of
+  the two). libtpu's cost analysis does not model ICI transfers (docs/parallel.md), so each
+  all-reduce is a ring over ICI at 400 GB/s each way (roofline.ring_all_reduce_seconds).
+
+What this is: libtpu's static estimate for one chip, and an ICI model for the collectives, next to
+the seed's 3.5 s per image. What it is not: a measurement; the graphs also run once here on
+XLA:CPU (minutes), which says nothing about TPU speed. Run: `make bench-projection` (or
+.venv/bin/python benchmarks/qwen_image_projection.py).
 """
 import argparse
 import importlib.util
@@ -26,19 +36,19 @@ os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_projec
 os.environ.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
 
 import torch  # noqa: E402
-import torch._dynamo  # noqa: E402
 from diffusers import QwenImageTransformer2DModel  # noqa: E402
 from diffusers.utils import logging as diffusers_logging  # noqa: E402
 
-import torch_tpu  # noqa: E402
-from torch_tpu.compile import stats  # noqa: E402
+import torch_tpu  # noqa: E402,F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import timing  # noqa: E402
+import graph_projection  # noqa: E402
+import roofline  # noqa: E402
 
 FULL_BLOCKS = 60  # Qwen/Qwen-Image transformer/config.json (the class's defaults)
 CHIPS = 4  # the seed's v6e-4
 SEED_SECONDS = 3.5  # the seed's compiled 1024x1024 image on v6e-4
+HIDDEN = 3072  # the blocks' width (24 heads x 128)
 
 
 def graph_estimate(blocks, size, text_tokens):
@@ -55,19 +65,16 @@ def graph_estimate(blocks, size, text_tokens):
         timestep=torch.tensor([0.5], dtype=torch.bfloat16), img_shapes=[[(1, side, side)]])
     model.to("tpu")
     args = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-    torch._dynamo.reset()
-    stats.executables.clear()
-    compiled = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
-    with torch.no_grad():
-        _, wall = timing.timed(lambda: compiled(**args).sample.cpu(), "tpu")
-    found = [exe.last_aot() for exe in stats.executables if exe.last_aot()]
-    if not found or not all(a["accepted"] for a in found):
-        raise RuntimeError(f"libtpu did not accept the {blocks}-block graph: {[a['message'] for a in found]}")
-    seconds = sum(a["optimal_seconds"] if a["optimal_seconds"] >= 0 else a["roofline_seconds"] for a in found)
-    params = sum(p.numel() for p in model.parameters())
+    r = graph_projection.compiled_call(model, lambda c: c(**args).sample.cpu())
+    r["params"] = sum(p.numel() for p in model.parameters())
     model.to("cpu")
-    return dict(seconds=seconds, flops=sum(a["flops"] for a in found), bytes=sum(a["bytes_accessed"] for a in found),
-                params=params, wall=wall, graphs=len(found))
+    return r
+
+
+def per_call_on_chips(call_seconds, chips, tokens):
+    """(compute, collectives) seconds of one transformer call split over `chips` chips."""
+    all_reduce = roofline.ring_all_reduce_seconds(tokens * HIDDEN * 2, chips)
+    return call_seconds / chips, FULL_BLOCKS * 2 * all_reduce
 
 
 def main():
@@ -81,9 +88,10 @@ def main():
         sys.exit("libtpu is not installed (pip install -r requirements-aot.txt): nothing to project")
 
     one, two = graph_estimate(1, args.size, args.text_tokens), graph_estimate(2, args.size, args.text_tokens)
-    block = {k: two[k] - one[k] for k in ("seconds", "flops", "bytes", "params")}
-    rest = {k: one[k] - block[k] for k in ("seconds", "flops", "bytes", "params")}
-    call = {k: rest[k] + FULL_BLOCKS * block[k] for k in ("seconds", "flops", "bytes", "params")}
+    keys = ("seconds", "flops", "bytes", "params")
+    block = graph_projection.difference(two, one, keys)
+    rest = graph_projection.difference(one, block, keys)
+    call = {k: rest[k] + FULL_BLOCKS * block[k] for k in keys}
     step_chip = 2 * call["seconds"]  # true CFG: conditional and unconditional calls
     image_chip = args.steps * step_chip
     image_ideal = image_chip / CHIPS
@@ -98,12 +106,25 @@ def main():
           f"{block['flops'] / 1e9:>9.0f} {block['bytes'] / 1e9:>9.2f}")
     print(f"{'full call (rest + 60 blocks)':<28} {call['params'] / 1e9:>8.2f}B {call['seconds'] * 1e3:>9.2f}ms "
           f"{call['flops'] / 1e12:>8.1f}T {call['bytes'] / 1e9:>9.2f}")
+    bound = roofline.bound_seconds(call["flops"], 2 * call["params"])
+    print(f"bound of a call: {bound * 1e3:.2f} ms (max of flops / 918 TFLOP/s and weights once / 1.638 TB/s); "
+          f"estimate / bound {call['seconds'] / bound:.2f}x; per image on one chip at the bound "
+          f"{args.steps * 2 * bound:.1f} s, on v6e-4 {args.steps * 2 * bound / CHIPS:.2f} s")
     print(f"per step (2 calls, true CFG), one chip:      {step_chip:.3f} s "
           f"({2 * call['flops'] / step_chip / 1e12:.0f} TFLOP/s achieved in the estimate)")
     print(f"per image ({args.steps} steps), one chip:          {image_chip:.1f} s")
-    print(f"per image, v6e-4 with ideal 4-way TP:       {image_ideal:.1f} s   (seed: {SEED_SECONDS} s compiled)")
-    print("Ideal TP ignores the all-reduces a sharded step needs; the seed's step count and prompt "
-          "length are not stated, so the per-step figure is the comparable one.")
+    tokens = (args.size // 16) ** 2 + args.text_tokens
+    print(f"\nper image on v6e-4 (seed: {SEED_SECONDS} s compiled)          compute  collectives  not overlapped  overlapped")
+    for name, chips, calls_per_step in (("4-way TP, both CFG calls in turn", 4, 2),
+                                        ("CFG over 2 pairs, 2-way TP in each", 2, 1)):
+        compute, comm = per_call_on_chips(call["seconds"], chips, tokens)
+        n = args.steps * calls_per_step
+        print(f"  {name:<40} {n * compute:>7.2f} s {n * comm:>10.2f} s {n * (compute + comm):>13.2f} s "
+              f"{n * max(compute, comm):>10.2f} s")
+    print(f"  (ideal 4-way split, no collectives: {image_ideal:.2f} s)")
+    print("Collectives: two ring all-reduces of (image + text tokens) x 3072 bfloat16 per block at 400 GB/s "
+          "each way over ICI (libtpu does not model ICI); the seed's step count and prompt length are not "
+          "stated, so the per-step figure is the comparable one.")
 
 
 if __name__ == "__main__":
