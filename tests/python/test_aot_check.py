@@ -133,6 +133,35 @@ print("GRAPHS " + json.dumps([exe.last_aot() for exe in stats.executables if exe
 """
 
 
+TRIANGULAR_SCRIPT = r"""
+import json, torch, torch_tpu
+from torch_tpu import aot
+aot.configure("v6e:1x1")
+g = torch.Generator().manual_seed(0)
+a = (torch.tril(torch.randn(8, 64, 64, generator=g)) + 4 * torch.eye(64)).to("tpu")
+b = torch.randn(8, 64, 256, generator=g).to("tpu")
+torch.linalg.solve_triangular(a, b, upper=False)  # Qwen3.5's chunked delta rule solves these
+torch.tpu.synchronize()
+print("MODULES " + json.dumps(aot.stats()["modules"]))
+"""
+
+
+def test_triangular_solve_keeps_its_estimate():
+    # libtpu lowers a lower-triangular solve with an InvertDiagBlocksLowerTriangular call, also
+    # counted as -1 s: the module read -0.99999 before it was added back.
+    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="")
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    res = subprocess.run([sys.executable, "-c", TRIANGULAR_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    modules = json.loads(next(l for l in res.stdout.splitlines() if l.startswith("MODULES "))[8:])
+    solve = [m for m in modules if "solve_triangular" in m["label"]]
+    assert solve and all(m["uncosted_custom_calls"] >= 1 for m in solve), modules
+    for m in solve:
+        rounding = m["uncosted_custom_calls"] * 2.0 ** -22
+        assert 0 < m["optimal_seconds"] <= 2 * m["roofline_seconds"] + rounding, m
+
+
 def test_full_width_graph_with_prefetched_weights_keeps_its_estimate():
     # libtpu counts each ConcatBitcast (joining the DMA pieces of a weight it prefetches) as -1 s,
     # as it does the 64-bit emulation calls: this graph read -9.9996 s before they were added back.

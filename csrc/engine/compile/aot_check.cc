@@ -116,13 +116,17 @@ pjrt::CompileOptions for_topology(const pjrt::CompileOptions& options,
 //   (X64SplitLow, X64SplitHigh) and joins them again (X64Combine);
 // - ConcatBitcast, which joins the pieces of an array that libtpu copies into on-chip memory in
 //   several DMAs (a weight prefetched for a dot: async slices of its bytes into memory space 1)
-//   into one array, without moving them.
+//   into one array, without moving them;
+// - InvertDiagBlocksLowerTriangular, libtpu's inversion of the diagonal blocks of a lower-
+//   triangular solve (Qwen3.5's chunked delta rule has one per layer): its own work (small block
+//   inversions) is then counted as nothing.
 // The calls are named in the optimized program (a serialized HloModuleProto): counting the names
 // counts them. The estimate so recovered has the float32 resolution of estimate - n (2^-22 s per
 // unit of n, 0.24 us at n = 2).
 int64_t count_uncosted_custom_calls(const std::string& optimized_program) {
   int64_t n = 0;
-  for (const char* target : {"X64SplitLow", "X64SplitHigh", "X64Combine", "ConcatBitcast"}) {
+  for (const char* target :
+       {"X64SplitLow", "X64SplitHigh", "X64Combine", "ConcatBitcast", "InvertDiagBlocksLowerTriangular"}) {
     for (size_t at = optimized_program.find(target); at != std::string::npos;
          at = optimized_program.find(target, at + 1)) {
       ++n;
