@@ -219,6 +219,9 @@ bool kernel_length(int64_t n) { return n % 128 == 0 && (n <= 512 || n % 512 == 0
 // capped to +-2^64 (the exact form gives NaN rows for +inf), and a row a boolean mask leaves
 // empty is set to 0 after the kernel (it would be the mean of v), as PyTorch's _safe_softmax
 // does. Lengths are padded as for the unmasked form, the padded keys masked out.
+// Whether a mask has one row for every query (its query dim is 1 or absent).
+bool mask_rows_are_one(const Value& mask) { return mask.rank() < 2 || mask.shape()[mask.rank() - 2] == 1; }
+
 std::vector<Value> capped_masked_attention_forward(Context& c, const std::string& op, Value q, Value k, Value v,
                                                    const Dims& d, double scale, size_t mask_arg, bool causal) {
   Builder& b = c.b;
@@ -257,8 +260,18 @@ std::vector<Value> capped_masked_attention_forward(Context& c, const std::string
     int64_t leading = 0;  // unit dims before the mask's last two
     while (leading + 2 < mask.rank() && mask.shape()[leading] == 1) ++leading;
     const bool per_position = mask.rank() - leading <= 2;
-    const std::vector<int64_t> target = per_position ? std::vector<int64_t>{d.Lq, d.Lk} : full;
-    if (per_position) mask = reshape(b, mask, std::vector<int64_t>(mask.shape().begin() + leading, mask.shape().end()));
+    // A mask that varies by batch only ([B, 1, Lq or 1, Lk], a left-padded batch) stays
+    // [B, Lq, Lk] and is broadcast over the heads: made over every head it is an s32 array per
+    // head that the kernel reads per block.
+    const bool per_batch = !per_position && mask.rank() == 4 && mask.shape()[1] == 1;
+    std::vector<int64_t> target = full;
+    if (per_position) {
+      target = {d.Lq, d.Lk};
+      mask = reshape(b, mask, std::vector<int64_t>(mask.shape().begin() + leading, mask.shape().end()));
+    } else if (per_batch) {
+      target = {mask.shape()[0], d.Lq, d.Lk};
+      mask = reshape(b, mask, {mask.shape()[0], mask.shape()[2], mask.shape()[3]});
+    }
     mask = broadcast_to(b, mask, target);
     if (Lq != d.Lq || Lk != d.Lk) {
       std::vector<int64_t> padded = target;
@@ -267,8 +280,21 @@ std::vector<Value> capped_masked_attention_forward(Context& c, const std::string
       mask = dynamic_update_slice(b, constant(b, 0.0, DType::Pred, padded), mask,
                                   std::vector<Value>(padded.size(), origin[0]));
     }
+    // A key-padding mask ([..., 1, Lk]) alone reaches the pass as a broadcast of its [Lk] row (or
+    // [B, Lk] rows), which it refuses ("unsupported mask condition shape: pred[Lk]"); joined with
+    // a test true at every position it is a [Lq, Lk] array, which it takes. The test compares
+    // the two index iotas (query + Lk > key), as libtpu folds an iota compared with a constant.
+    if (!keep2d && mask_rows_are_one(c.tensor(mask_arg))) {
+      Value query_plus_keys = add(b, iota(b, index, 0), constant(b, Lk, DType::S32, square));
+      both(keep2d, compare(b, query_plus_keys, iota(b, index, 1), Direction::GT));
+    }
     if (per_position) {
       both(keep2d, mask);
+    } else if (per_batch) {
+      if (keep2d) mask = binary(b, Binary::And, mask, broadcast_in_dim(b, *keep2d, mask.shape(), {1, 2}));
+      keep2d.reset();
+      const int64_t rank = static_cast<int64_t>(s.shape().size());
+      keep = broadcast_in_dim(b, mask, s.shape(), {0, rank - 2, rank - 1});
     } else {
       both(keep, grouped(b, mask, pd));
     }

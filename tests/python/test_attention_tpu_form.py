@@ -28,6 +28,11 @@ def check(b, h, hkv, lq, lk, e, dtype, causal, mask_kind, grad=False, poison=Non
     elif mask_kind == "4d":
         mask = torch.rand(b, 1, lq, lk) > 0.4
         mask[-1, 0, -1] = False
+    elif mask_kind == "keys":                  # key padding: one row of keys for every query
+        mask = torch.rand(b, 1, 1, lk) > 0.3
+        if b > 1:
+            mask[0, 0, 0, : lk // 2] = False   # a left-padded prompt
+            mask[-1] = False                   # a batch entry with no key at all: rows of 0
     f = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal,
                                                           enable_gqa=h != hkv)
     tq, tk, tv = (x.to("tpu").requires_grad_(grad) for x in (q, k, v))
@@ -53,6 +58,9 @@ check(1, 2, 2, 1000, 1000, 16, torch.float32, True, None)            # padded to
 check(1, 2, 2, 1000, 1000, 16, torch.bfloat16, False, "2d")          # padded, mask padded too
 check(1, 2, 2, 128, 128, 64, torch.float32, True, None, poison="query_nan")
 check(1, 2, 2, 128, 128, 32, torch.float32, True, "2d", grad=True)   # the backward reads its logsumexp
+check(1, 2, 2, 128, 256, 64, torch.float32, False, "keys")           # [1, 1, 1, Lk]
+check(3, 2, 2, 128, 128, 64, torch.float32, False, "keys")           # [B, 1, 1, Lk], kept per batch
+check(2, 2, 2, 1000, 1000, 16, torch.bfloat16, True, "keys")         # per batch, causal, padded to 1024
 check(1, 2, 2, 100, 100, 64, torch.float32, True, None)              # a length the kernel does not take: exact form
 print("cases", cases)
 """
@@ -63,11 +71,11 @@ def test_masked_attention_lowered_for_libtpu_matches_the_cpu(tmp_path):
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
     env.pop("TORCH_TPU_AOT_CHECK", None)
     res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0 and "cases 11" in res.stdout, res.stderr[-3000:]
+    assert res.returncode == 0 and "cases 14" in res.stdout, res.stderr[-3000:]
     modules = [open(f).read() for f in glob.glob(os.path.join(tmp_path, "*before_optimizations.txt"))]
     capped = [m for m in modules if " tanh(" in m]
     # One module per distinct call in the tpu form (the 100-token call keeps the exact form).
-    assert len(capped) >= 9, f"{len(capped)} of {len(modules)} modules hold the capped form"
+    assert len(capped) >= 12, f"{len(capped)} of {len(modules)} modules hold the capped form"
 
 
 def test_an_unknown_lowering_target_is_refused():

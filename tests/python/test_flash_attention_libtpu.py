@@ -21,11 +21,14 @@ import torch_tpu
 h, hkv, l, dtype, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), getattr(torch, sys.argv[4]), sys.argv[5]
 causal, mask_kind = sys.argv[6] == "causal", sys.argv[7]
 lk = int(sys.argv[8]) if len(sys.argv) > 8 else l
+batch = 2 if mask_kind == "batch_keys" else 1
 g = torch.Generator().manual_seed(0)
-q = torch.randn(1, h, l, 128, generator=g).to(dtype)
-k, v = (torch.randn(1, hkv, lk, 128, generator=g).to(dtype) for _ in range(2))
+q = torch.randn(batch, h, l, 128, generator=g).to(dtype)
+k, v = (torch.randn(batch, hkv, lk, 128, generator=g).to(dtype) for _ in range(2))
 mask = {"none": None, "2d": torch.rand(l, lk, generator=g) > 0.3,
-        "4d": torch.rand(1, 1, l, lk, generator=g) > 0.3}[mask_kind]
+        "4d": torch.rand(1, 1, l, lk, generator=g) > 0.3,
+        "keys": torch.rand(1, 1, 1, lk, generator=g) > 0.3,
+        "batch_keys": torch.arange(lk) >= torch.tensor([[[[0]]], [[[lk // 3]]]])}[mask_kind]
 f = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal, enable_gqa=h != hkv)
 with torch.no_grad():
     run = torch.compile(f, backend="tpu", fullgraph=True) if mode == "compiled" else f
@@ -62,6 +65,10 @@ def test_unmasked_attention_is_rewritten_into_libtpus_flash_kernel(heads, kv_hea
     (2, 2, 128, "bfloat16", "eager", "causal", "none", 512),     # fewer queries than keys
     (2, 2, 512, "bfloat16", "eager", "plain", "2d", 512),        # boolean [L, L] mask
     (4, 2, 512, "float32", "eager", "causal", "4d", 512),        # boolean [1, 1, L, L] mask and causal
+    (2, 2, 512, "bfloat16", "eager", "plain", "keys", 512),      # key-padding mask [1, 1, 1, L]
+    (2, 2, 512, "bfloat16", "compiled", "plain", "keys", 512),
+    (2, 2, 1000, "bfloat16", "eager", "causal", "batch_keys", 1000),  # a left-padded batch of two, padded to 1024
+    (2, 2, 512, "bfloat16", "compiled", "plain", "batch_keys", 512),
     (2, 2, 512, "bfloat16", "compiled", "causal", "none", 512),
     (2, 2, 512, "bfloat16", "compiled", "plain", "2d", 512),
 ])
