@@ -71,6 +71,16 @@ def test_estimates_are_never_below_the_roofline_bound(run):
     print(f"{exact} of {len(modelled)} estimates equal the roofline bound (single-op programs)")
 
 
+def run_script(script, marker, timeout=600):
+    """Runs `script` in a fresh process (it turns the AOT check on itself) and returns the JSON it
+    prints after `marker`."""
+    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="")
+    env.pop("TORCH_TPU_AOT_CHECK", None)
+    res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(next(l for l in res.stdout.splitlines() if l.startswith(marker + " "))[len(marker) + 1:])
+
+
 X64_SCRIPT = r"""
 import json, torch, torch_tpu
 from torch_tpu import aot
@@ -89,11 +99,7 @@ def test_modules_with_64_bit_values_keep_their_estimate():
     # libtpu counts each X64SplitLow/X64SplitHigh/X64Combine call (its emulation of s64 values:
     # Scalar operands, storage offsets, int64 results) as -1 s in optimal_seconds; the AOT check
     # adds them back from the optimized program. Before, every such module read as unmodelled.
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="")
-    env.pop("TORCH_TPU_AOT_CHECK", None)
-    res = subprocess.run([sys.executable, "-c", X64_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    modules = json.loads(next(l for l in res.stdout.splitlines() if l.startswith("MODULES "))[8:])
+    modules = run_script(X64_SCRIPT, "MODULES")
     # 1M-element arrays (~5 us each) with a 64-bit Scalar operand or int64 values
     big = [m for m in modules if m["roofline_seconds"] > 1e-6 and m["uncosted_custom_calls"] > 0]
     assert len(big) >= 4, modules
@@ -149,12 +155,7 @@ print("MODULES " + json.dumps(aot.stats()["modules"]))
 def test_triangular_solve_keeps_its_estimate():
     # libtpu lowers a lower-triangular solve with an InvertDiagBlocksLowerTriangular call, also
     # counted as -1 s: the module read -0.99999 before it was added back.
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="")
-    env.pop("TORCH_TPU_AOT_CHECK", None)
-    res = subprocess.run([sys.executable, "-c", TRIANGULAR_SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    modules = json.loads(next(l for l in res.stdout.splitlines() if l.startswith("MODULES "))[8:])
+    modules = run_script(TRIANGULAR_SCRIPT, "MODULES")
     solve = [m for m in modules if "solve_triangular" in m["label"]]
     assert solve and all(m["uncosted_custom_calls"] >= 1 for m in solve), modules
     for m in solve:
@@ -166,12 +167,7 @@ def test_full_width_graph_with_prefetched_weights_keeps_its_estimate():
     # libtpu counts each ConcatBitcast (joining the DMA pieces of a weight it prefetches) as -1 s,
     # as it does the 64-bit emulation calls: this graph read -9.9996 s before they were added back.
     pytest.importorskip("diffusers")
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="")
-    env.pop("TORCH_TPU_AOT_CHECK", None)
-    res = subprocess.run([sys.executable, "-c", WEIGHT_PREFETCH_SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    graphs = json.loads(next(l for l in res.stdout.splitlines() if l.startswith("GRAPHS "))[7:])
+    graphs = run_script(WEIGHT_PREFETCH_SCRIPT, "GRAPHS", timeout=900)
     assert len(graphs) == 1 and graphs[0]["accepted"], graphs
     g = graphs[0]
     assert g["uncosted_custom_calls"] > 0, g
