@@ -144,10 +144,13 @@ bench-compile: setup
 bench-diffusion: setup
 	$(PY) benchmarks/diffusion.py
 
-# The seed's headline (Qwen-Image 1024x1024 on v6e-4) projected from libtpu's cost analysis of
-# full-width 1- and 2-block graphs of the real model class (issue 9; about 10 min on 2 cores).
+# The seed's models on v6e (Qwen-Image 1024x1024 on v6e-1 and v6e-4, SD3.5 Medium, Qwen3.5-9B prefill
+# and decode), projected from libtpu's cost analysis of
+# full-width graphs of a few blocks of the real model classes (issues 9 and 30; about 40 min on 2 cores).
 bench-projection: setup
 	$(PY) benchmarks/qwen_image_projection.py
+	$(PY) benchmarks/sd35_projection.py
+	$(PY) benchmarks/llm_projection.py
 
 # Masked and causal attention: libtpu's v6e estimate, exact form vs the form lowered for libtpu.
 bench-attention: setup
