@@ -209,6 +209,9 @@ std::vector<Value> unmasked_attention_forward(Context& c, Value q, Value k, Valu
 // to 512, a multiple of 512 beyond.
 bool kernel_length(int64_t n) { return n % 128 == 0 && (n <= 512 || n % 512 == 0); }
 
+// Whether a mask has one row for every query (its query dim is 1 or absent).
+bool mask_rows_are_one(const Value& mask) { return mask.rank() < 2 || mask.shape()[mask.rank() - 2] == 1; }
+
 // Masked or causal attention for libtpu (Target::Tpu): the pass takes a mask only after a
 // soft-cap, `select(keep, tanh(s / c) * c, finfo.min)` over the f32 scores of q * scale times k
 // (docs/tpu_aot.md). With c = 2^64 the cap is exact scaling by powers of two and tanh(x) = x in
@@ -219,9 +222,6 @@ bool kernel_length(int64_t n) { return n % 128 == 0 && (n <= 512 || n % 512 == 0
 // capped to +-2^64 (the exact form gives NaN rows for +inf), and a row a boolean mask leaves
 // empty is set to 0 after the kernel (it would be the mean of v), as PyTorch's _safe_softmax
 // does. Lengths are padded as for the unmasked form, the padded keys masked out.
-// Whether a mask has one row for every query (its query dim is 1 or absent).
-bool mask_rows_are_one(const Value& mask) { return mask.rank() < 2 || mask.shape()[mask.rank() - 2] == 1; }
-
 std::vector<Value> capped_masked_attention_forward(Context& c, const std::string& op, Value q, Value k, Value v,
                                                    const Dims& d, double scale, size_t mask_arg, bool causal) {
   Builder& b = c.b;
