@@ -1,6 +1,5 @@
 """libtpu's figures for one call of a model compiled with torch.compile(backend="tpu"): the helper
 the projections share (qwen_image_projection.py, sd35_projection.py, llm_projection.py)."""
-import glob
 import os
 import sys
 
@@ -12,15 +11,7 @@ from torch_tpu.compile import stats
 import timing
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-from hbm_traffic import hbm_traffic  # noqa: E402
-
-
-def libtpu_dumps(dump_dir):
-    """libtpu's optimized modules in an XLA_FLAGS=--xla_dump_to directory (the CPU plugin's dumps,
-    which have no tpu_comp_env file, left out)."""
-    tpu = {os.path.basename(f).split(".")[0] for f in glob.glob(os.path.join(dump_dir, "*tpu_comp_env.txt"))}
-    return {f for f in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
-            if os.path.basename(f).split(".")[0] in tpu}
+from hbm_traffic import hbm_traffic, libtpu_dumps  # noqa: E402
 
 
 def compiled_call(model, call, dump_dir=None):

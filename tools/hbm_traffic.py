@@ -13,6 +13,8 @@ and results in the default memory space (layouts without `S(n)`), each DMA at th
 moves, a ConcatBitcast at nothing, and a table that is only indexed (an operand whose one use is
 the source of a `dynamic-slice` or `gather`, an embedding lookup) at the bytes the lookup reads.
 """
+import glob
+import os
 import re
 import sys
 from collections import Counter
@@ -107,6 +109,14 @@ def hbm_traffic(module_text):
         by_kind[op] += sum(min(lookups[i], _hbm_bytes(shapes.get(o, ""))) if i in lookups else
                            _hbm_bytes(shapes.get(o, "")) for i, o in enumerate(names)) + _hbm_bytes(shape)
     return {"parameters": parameters, "hbm": sum(by_kind.values()), "by_kind": dict(by_kind)}
+
+
+def libtpu_dumps(dump_dir):
+    """Paths of libtpu's optimized modules in an XLA_FLAGS=--xla_dump_to directory (the CPU
+    plugin's dumps, which have no tpu_comp_env file, left out)."""
+    tpu = {os.path.basename(f).split(".")[0] for f in glob.glob(os.path.join(dump_dir, "*tpu_comp_env.txt"))}
+    return {f for f in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
+            if os.path.basename(f).split(".")[0] in tpu}
 
 
 def main(paths):

@@ -4,7 +4,6 @@ written, and the test reads libtpu's optimized module for the Mosaic kernel (`tp
 that replaces the attention, next to the result against the CPU. Masked and causal attention
 reach it in the form lowered for libtpu (lowering/target.h), which the AOT check compiles while
 the CPU plugin runs the exact form. Skipped when libtpu is not installed."""
-import glob
 import os
 import subprocess
 import sys
@@ -12,6 +11,9 @@ import sys
 import pytest
 
 from torch_tpu import _discovery
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+from hbm_traffic import libtpu_dumps  # noqa: E402
 
 pytestmark = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu not installed")
 
@@ -41,9 +43,7 @@ print("matches the cpu")
 
 def optimized_modules(dump_dir):
     """libtpu's optimized modules in the dump (the CPU plugin writes no tpu_comp_env file)."""
-    tpu = {os.path.basename(f).split(".")[0] for f in glob.glob(os.path.join(dump_dir, "*tpu_comp_env.txt"))}
-    return [open(f).read() for f in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
-            if os.path.basename(f).split(".")[0] in tpu]
+    return [open(f).read() for f in libtpu_dumps(dump_dir)]
 
 
 @pytest.mark.parametrize("heads,kv_heads,length,dtype,mode", [

@@ -3,7 +3,6 @@ moves it into VMEM (DMA pieces, ConcatBitcast, the product's VMEM read); tools/h
 counts what crosses HBM (docs/transformers.md, "Bytes per token"). Checked on a real libtpu
 compile of an embedding lookup and a chain of products with 4 MB weights, in a fresh process with libtpu's HLO dumps
 written. Skipped when libtpu is not installed."""
-import glob
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 from torch_tpu import _discovery
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
-from hbm_traffic import hbm_traffic  # noqa: E402
+from hbm_traffic import hbm_traffic, libtpu_dumps  # noqa: E402
 
 pytestmark = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu not installed")
 
@@ -44,9 +43,7 @@ def test_weights_cross_hbm_once_where_the_cost_analysis_counts_them_several_time
     res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     cost_bytes = float(res.stdout.split("BYTES")[-1])
-    tpu = {os.path.basename(f).split(".")[0] for f in glob.glob(os.path.join(tmp_path, "*tpu_comp_env.txt"))}
-    graphs = [open(f).read() for f in glob.glob(os.path.join(tmp_path, "*.after_optimizations.txt"))
-              if os.path.basename(f).split(".")[0] in tpu]
+    graphs = [open(f).read() for f in libtpu_dumps(tmp_path)]
     assert len(graphs) == 1, len(graphs)
     t = hbm_traffic(graphs[0])
     weights, table = 4 * 1024 * 1024 * 4, 65536 * 1024 * 4
