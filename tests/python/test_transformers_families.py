@@ -221,6 +221,51 @@ def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(f
         assert not steps_that_built, counter.counts
 
 
+@pytest.mark.parametrize("family_name", ["llama3", "gpt2"])
+def test_compiled_decode_step_of_padded_batches_is_traced_once(family_name, tmp_path_factory):
+    """Transformers' fullgraph test (test_generate_compile_model_forward_fullgraph): eager
+    generates first, then two compiled StaticCache generates of two left-padded batches of one
+    shape. Dynamo guards the decode step's input strides, so its 4-D mask must keep one layout
+    every step and every call, whatever ran before (it was padded in some steps and dense in
+    others: one recompile per generate). Tokens equal the CPU's."""
+    import logging
+
+    import torch._dynamo
+
+    cpu_model, path = checkpoint(family_name, tmp_path_factory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
+    ids, mask = prompts(2)
+    other_ids = torch.tensor([[PAD, 8, 21, 4, 77, 13, 5], [3, 9, 100, 31, 2, 66, 12]])
+    batches = [(ids, mask), (other_ids, (other_ids != PAD).long())]
+    with torch.compiler.set_stance("force_eager"):
+        for b_ids, b_mask in batches:
+            greedy(model, b_ids.to("tpu"), b_mask.to("tpu"), 5)
+    torch._dynamo.reset()
+    compile_config = transformers.CompileConfig(fullgraph=True, dynamic=False)
+    compile_config._compile_all_devices = True
+    records = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = Recorder()
+    guards_log = logging.getLogger("torch._dynamo.guards")
+    guards_log.addHandler(handler)
+    torch._logging.set_logs(recompiles_verbose=True)
+    try:
+        for b_ids, b_mask in batches:
+            got = greedy(model, b_ids.to("tpu"), b_mask.to("tpu"), 5, cache_implementation="static",
+                         compile_config=compile_config)
+            expected = greedy(cpu_model, b_ids, b_mask, 5, cache_implementation="static")
+            assert got.cpu().tolist() == expected.tolist()
+    finally:
+        torch._logging.set_logs()
+        guards_log.removeHandler(handler)
+    assert hasattr(model, "_compiled_call")  # the decode step did run compiled
+    assert not [r for r in records if "Recompiling" in r], records
+
+
 def test_dynamic_cache_padded_batch_compiles_nothing_per_token(family, tmp_path_factory, no_fallbacks):
     """The default DynamicCache with a left-padded batch: the 4-D mask is rebuilt every step from
     tensors as long as the sequence, and those ops run over the growing dims' capacity

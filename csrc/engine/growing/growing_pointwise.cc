@@ -100,18 +100,46 @@ bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
 }
 
 namespace {
+// The latest aranges: their lengths and the capacity each was made over (0: exact).
+struct ArangeCall {
+  int64_t length = 0, capacity = 0;
+};
 std::mutex g_arange_mu;
-std::array<int64_t, 32> g_arange_lengths{};  // the latest aranges' lengths
+std::array<ArangeCall, 32> g_aranges{};
 size_t g_arange_next = 0;
 
-void note_arange_length(int64_t n) {
+void note_arange(int64_t n, int64_t capacity) {
   std::lock_guard<std::mutex> lock(g_arange_mu);
-  g_arange_lengths[g_arange_next++ % g_arange_lengths.size()] = n;
+  g_aranges[g_arange_next++ % g_aranges.size()] = {n, capacity};
 }
 
-bool seen_arange_length(int64_t n) {
+// The latest remembered arange of length n: how many calls ago (1: the previous call; 0: none)
+// and its capacity.
+ArangeCall latest_arange(int64_t n, size_t* calls_ago) {
   std::lock_guard<std::mutex> lock(g_arange_mu);
-  return n > 0 && std::find(g_arange_lengths.begin(), g_arange_lengths.end(), n) != g_arange_lengths.end();
+  for (size_t back = 1; back <= g_aranges.size() && back <= g_arange_next; ++back) {
+    const ArangeCall& a = g_aranges[(g_arange_next - back) % g_aranges.size()];
+    if (a.length != n || n <= 0) continue;
+    *calls_ago = back;
+    return a;
+  }
+  *calls_ago = 0;
+  return {};
+}
+
+// The capacity arange(n) is made over, or nullopt for an exact one. A length that grows step by
+// step (arange(n - 1) came after the latest arange(n), as a decode loop's arange(kv_length) does)
+// takes the capacity of a live growing tensor of length n. A length seen again since (a static
+// cache's fixed kv_length, the second mask of one step) repeats the latest decision for it, so
+// one kind of call always gets one layout: a compiled step that takes the mask as an input sees
+// the same strides every call, whatever ran before (Dynamo guards them).
+std::optional<int64_t> arange_capacity(int64_t n) {
+  size_t since_n = 0, since_shorter = 0;
+  ArangeCall latest = latest_arange(n, &since_n);
+  latest_arange(n - 1, &since_shorter);
+  if (since_shorter > 0 && (since_n == 0 || since_shorter < since_n)) return capacity_of_grown_length(n);
+  if (since_n > 0 && latest.capacity > 0) return latest.capacity;
+  return std::nullopt;
 }
 }  // namespace
 
@@ -125,12 +153,8 @@ bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stac
       out.storage().use_count() != 1) {
     return false;
   }
-  // Only a length that grows step by step (arange(n - 1) came shortly before, as a decode
-  // loop's arange(kv_length) does) and is that of a live growing tensor: a fixed length (a
-  // static cache's) keeps exact storages, also when a growing tensor reaches that length.
-  bool follows_shorter = seen_arange_length(out.numel() - 1);
-  note_arange_length(out.numel());
-  std::optional<int64_t> capacity = follows_shorter ? capacity_of_grown_length(out.numel()) : std::nullopt;
+  std::optional<int64_t> capacity = arange_capacity(out.numel());
+  note_arange(out.numel(), capacity.value_or(0));
   // A prompt's positions (cache_position = arange(past, past + length)) share its bucket.
   if (!capacity && bucketing_enabled()) capacity = capacity_of_bucketed_length(out.numel());
   if (!capacity) return false;
