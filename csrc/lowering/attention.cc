@@ -69,6 +69,34 @@ Value ungrouped(Builder& b, Value x) {
 std::vector<int64_t> row_dims(const Dims& d) { return d.G == 1 ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3}; }
 int64_t col_dim(const Dims& d) { return row_dims(d).back() + 1; }
 
+// libtpu's flash-attention pass takes a grouped q of rank 4 at most: for [B, Hkv, G, L, E] with
+// B > 1 its rewrite log says "unsupported rank for q: 5" and the module stays unchanged. With
+// G > 1 the flash forms therefore fold the batch into the kv heads: [B, H, L, X] is
+// [1, B*H, L, X] (a free reshape; q head h of batch b is row b*H + h, its kv head row
+// b*Hkv + h/G), the B = 1 form libtpu takes once it drops the unit dim.
+bool folds_batch(const Dims& d) { return d.G > 1 && d.B > 1; }
+Dims batch_in_heads(const Dims& d) {
+  Dims f = d;
+  if (folds_batch(d)) {
+    f.B = 1;
+    f.Hkv = d.B * d.Hkv;
+  }
+  return f;
+}
+Value heads_of_all_batches(Builder& b, Value x, const Dims& d) {
+  if (!folds_batch(d)) return x;
+  const auto& s = x.shape();
+  return reshape(b, x, {1, s[0] * s[1], s[2], s[3]});
+}
+// The forms' results back in the user's batches: {output [B, H, Lq, Ev], logsumexp [B, H, Lq]}.
+std::vector<Value> batches_of(Builder& b, std::vector<Value> r, const Dims& d) {
+  if (!folds_batch(d)) return r;
+  const auto& o = r[0].shape();
+  r[0] = reshape(b, r[0], {d.B, d.Hkv * d.G, o[2], o[3]});
+  r[1] = reshape(b, r[1], {d.B, d.Hkv * d.G, d.Lq});
+  return r;
+}
+
 // Scores [B, Hkv, G, Lq, Lk] (or [B, H, Lq, Lk]) in `acc`: q k^T * scale, plus the additive (float) or keep (bool)
 // mask, with -inf above the diagonal when causal (top-left aligned, as the math path's tril).
 //
@@ -222,8 +250,11 @@ bool mask_rows_are_one(const Value& mask) { return mask.rank() < 2 || mask.shape
 // capped to +-2^64 (the exact form gives NaN rows for +inf), and a row a boolean mask leaves
 // empty is set to 0 after the kernel (it would be the mean of v), as PyTorch's _safe_softmax
 // does. Lengths are padded as for the unmasked form, the padded keys masked out.
+// `user` holds the call's dims (the mask is checked and shaped against them), `d` those of q, k
+// and v as given (the batch folded into the heads where batch_in_heads does).
 std::vector<Value> capped_masked_attention_forward(Context& c, const std::string& op, Value q, Value k, Value v,
-                                                   const Dims& d, double scale, size_t mask_arg, bool causal) {
+                                                   const Dims& user, const Dims& d, double scale, size_t mask_arg,
+                                                   bool causal) {
   Builder& b = c.b;
   DType in = q.dtype(), acc = float_opmath(in);
   const int64_t Lq = flash_length(d.Lq), Lk = flash_length(d.Lk);
@@ -251,7 +282,7 @@ std::vector<Value> capped_masked_attention_forward(Context& c, const std::string
   if (Lk != d.Lk) both(keep2d, compare(b, iota(b, index, 1), constant(b, d.Lk, DType::S32, square), Direction::LT));
   const bool user_mask = c.has(mask_arg);
   if (user_mask) {
-    const std::vector<int64_t> full = {d.B, d.Hkv * d.G, d.Lq, d.Lk};
+    const std::vector<int64_t> full = {user.B, user.Hkv * user.G, user.Lq, user.Lk};
     Value mask = c.tensor(mask_arg);
     if (!broadcastable(mask.shape(), full)) {
       throw InvalidCall(op + ": attn_mask of shape " + shape_str(mask.shape()) + " does not broadcast to " +
@@ -294,7 +325,11 @@ std::vector<Value> capped_masked_attention_forward(Context& c, const std::string
       if (keep2d) mask = binary(b, Binary::And, mask, broadcast_in_dim(b, *keep2d, mask.shape(), {1, 2}));
       keep2d.reset();
       const int64_t rank = static_cast<int64_t>(s.shape().size());
-      keep = broadcast_in_dim(b, mask, s.shape(), {0, rank - 2, rank - 1});
+      if (folds_batch(user)) {  // [B, Lq, Lk] over the user's [B, Hkv, G, Lq, Lk], then folded
+        keep = reshape(b, broadcast_in_dim(b, mask, {user.B, user.Hkv, user.G, Lq, Lk}, {0, 3, 4}), s.shape());
+      } else {
+        keep = broadcast_in_dim(b, mask, s.shape(), {0, rank - 2, rank - 1});
+      }
     } else {
       both(keep, grouped(b, mask, pd));
     }
@@ -354,8 +389,15 @@ std::vector<Value> forward(Context& c, const std::string& op, const ForwardArgs&
   DType in = q.dtype(), acc = float_opmath(in);
   const double scale = softmax_scale(c, a.scale, d);
   const bool causal = c.bool_arg(a.causal);
-  if (!c.has(a.mask) && !causal) return unmasked_attention_forward(c, q, k, v, d, scale);
-  if (lower_masked_for_tpu(c, d, in, a.mask)) return capped_masked_attention_forward(c, op, q, k, v, d, scale, a.mask, causal);
+  const bool flash_unmasked = !c.has(a.mask) && !causal;
+  if (flash_unmasked || lower_masked_for_tpu(c, d, in, a.mask)) {
+    const Dims folded = batch_in_heads(d);
+    Value fq = heads_of_all_batches(b, q, d), fk = heads_of_all_batches(b, k, d), fv = heads_of_all_batches(b, v, d);
+    return batches_of(b,
+                      flash_unmasked ? unmasked_attention_forward(c, fq, fk, fv, folded, scale)
+                                     : capped_masked_attention_forward(c, op, fq, fk, fv, d, folded, scale, a.mask, causal),
+                      d);
+  }
   bool scaled = true;
   Value s = scores(c, op, q, k, d, a.mask, causal, scale, acc, /*scale_later=*/true, &scaled);
   const int64_t col = col_dim(d);

@@ -61,6 +61,9 @@ check(1, 2, 2, 128, 128, 32, torch.float32, True, "2d", grad=True)   # the backw
 check(1, 2, 2, 128, 256, 64, torch.float32, False, "keys")           # [1, 1, 1, Lk]
 check(3, 2, 2, 128, 128, 64, torch.float32, False, "keys")           # [B, 1, 1, Lk], kept per batch
 check(2, 2, 2, 1000, 1000, 16, torch.bfloat16, True, "keys")         # per batch, causal, padded to 1024
+check(2, 4, 2, 128, 256, 64, torch.float32, False, "keys")           # grouped, per batch: the batch folded into the heads
+check(3, 6, 2, 128, 128, 32, torch.float32, True, "4d", grad=True)   # grouped, [B, 1, Lq, Lk], folded, and its backward
+check(2, 4, 2, 128, 128, 64, torch.float32, False, None, grad=True)  # grouped, unmasked: folded in the default form too
 check(1, 2, 2, 100, 100, 64, torch.float32, True, None)              # a length the kernel does not take: exact form
 print("cases", cases)
 """
@@ -71,11 +74,12 @@ def test_masked_attention_lowered_for_libtpu_matches_the_cpu(tmp_path):
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
     env.pop("TORCH_TPU_AOT_CHECK", None)
     res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0 and "cases 14" in res.stdout, res.stderr[-3000:]
+    assert res.returncode == 0 and "cases 17" in res.stdout, res.stderr[-3000:]
     modules = [open(f).read() for f in glob.glob(os.path.join(tmp_path, "*before_optimizations.txt"))]
     capped = [m for m in modules if " tanh(" in m]
-    # One module per distinct call in the tpu form (the 100-token call keeps the exact form).
-    assert len(capped) >= 12, f"{len(capped)} of {len(modules)} modules hold the capped form"
+    # One module per distinct masked or causal call in the tpu form (the 100-token call keeps the
+    # exact form; the unmasked one is the unmasked flash form, without a cap).
+    assert len(capped) >= 14, f"{len(capped)} of {len(modules)} modules hold the capped form"
 
 
 def test_an_unknown_lowering_target_is_refused():

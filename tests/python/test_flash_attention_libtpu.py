@@ -23,7 +23,7 @@ import torch_tpu
 h, hkv, l, dtype, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), getattr(torch, sys.argv[4]), sys.argv[5]
 causal, mask_kind = sys.argv[6] == "causal", sys.argv[7]
 lk = int(sys.argv[8]) if len(sys.argv) > 8 else l
-batch = 2 if mask_kind == "batch_keys" else 1
+batch = int(sys.argv[9]) if len(sys.argv) > 9 else (2 if mask_kind == "batch_keys" else 1)
 g = torch.Generator().manual_seed(0)
 q = torch.randn(batch, h, l, 128, generator=g).to(dtype)
 k, v = (torch.randn(batch, hkv, lk, 128, generator=g).to(dtype) for _ in range(2))
@@ -52,9 +52,12 @@ def optimized_modules(dump_dir):
     (2, 2, 512, "float32", "eager"),
     (2, 2, 1000, "bfloat16", "eager"),   # padded to 1024: a length the kernel takes
     (2, 2, 512, "bfloat16", "compiled"),
+    (4, 2, 512, "bfloat16", "batch of 2"),  # grouped with a batch: folded into the heads (rank-4 q)
 ])
 def test_unmasked_attention_is_rewritten_into_libtpus_flash_kernel(heads, kv_heads, length, dtype, mode, tmp_path):
-    assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, "plain", "none")
+    batch = 2 if mode == "batch of 2" else 1
+    assert_rewritten(tmp_path, heads, kv_heads, length, dtype, "eager" if batch > 1 else mode, "plain", "none",
+                     batch=batch)
 
 
 @pytest.mark.parametrize("heads,kv_heads,length,dtype,mode,causal,mask,key_length", [
@@ -71,17 +74,21 @@ def test_unmasked_attention_is_rewritten_into_libtpus_flash_kernel(heads, kv_hea
     (2, 2, 512, "bfloat16", "compiled", "plain", "batch_keys", 512),
     (2, 2, 512, "bfloat16", "compiled", "causal", "none", 512),
     (2, 2, 512, "bfloat16", "compiled", "plain", "2d", 512),
+    (4, 2, 1000, "bfloat16", "eager", "causal", "batch_keys", 1000),  # grouped, a left-padded batch, padded
+    (4, 2, 512, "float32", "compiled", "plain", "batch_keys", 512),
 ])
 def test_masked_and_causal_attention_is_rewritten_into_libtpus_flash_kernel(heads, kv_heads, length, dtype, mode,
                                                                            causal, mask, key_length, tmp_path):
     assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, causal, mask, key_length)
 
 
-def assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, causal, mask, key_length=None):
+def assert_rewritten(tmp_path, heads, kv_heads, length, dtype, mode, causal, mask, key_length=None, batch=None):
     env = dict(os.environ, TORCH_TPU_AOT_CHECK="v6e:1x1", TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="",
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
     env.pop("TORCH_TPU_LOWERING_TARGET", None)
     args = [str(heads), str(kv_heads), str(length), dtype, mode, causal, mask, str(key_length or length)]
+    if batch is not None:
+        args.append(str(batch))
     res = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and "matches the cpu" in res.stdout, res.stderr[-3000:]
     modules = optimized_modules(tmp_path)
