@@ -1,7 +1,10 @@
 """HBM bytes a libtpu-compiled module moves, read from libtpu's optimized HLO dump.
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_as_text" TORCH_TPU_AOT_CHECK=v6e:1x1 python script.py
-    python tools/hbm_traffic.py DIR/module_NNNN.*.after_optimizations.txt
+    python tools/hbm_traffic.py [--top N] DIR/module_NNNN.*.after_optimizations.txt
+
+(--top N: the N instructions with the largest roofline time of their own HBM bytes and matmul
+flops.)
 
 libtpu's cost analysis (`bytes_accessed`, the AOT check's roofline) sums every instruction's
 operands and results in every memory space. After memory-space assignment a weight is moved
@@ -19,6 +22,7 @@ import re
 import sys
 from collections import Counter
 
+PEAK_FLOPS, PEAK_BYTES = 918e12, 1.638e12  # v6e: bf16 matmul, HBM (benchmarks/roofline.py)
 ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
                  "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 # Instructions that move no data of their own (the matching *-done of a DMA included).
@@ -76,38 +80,104 @@ def _indexed_parameters(lines):
     return found
 
 
-def hbm_traffic(module_text):
-    """{"parameters": bytes of @main's parameters, "hbm": bytes that cross HBM, "by_kind": {...}}
-    for the ENTRY computation of an optimized module."""
+def _dims(shape):
+    m = re.match(r"\w+\[([^\]]*)\]", shape)
+    return [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
+
+
+def _product_flops(op, shape, operands, line, shapes):
+    """2 * result elements * contracted size of a dot or convolution (libtpu emits a matmul as a
+    convolution with dim_labels such as bf_oi->bf: the contraction is the input's feature dim
+    times the kernel's window dims), else 0."""
+    names = re.findall(r"%([\w.\-]+)", operands)
+    if op not in ("dot", "convolution") or len(names) < 2:
+        return 0
+    lhs, rhs = _dims(shapes.get(names[0], "")), _dims(shapes.get(names[1], ""))
+    contracted = 1
+    if op == "dot":
+        dims = re.search(r"lhs_contracting_dims=\{([^}]*)\}", line)
+        for d in (dims.group(1).split(",") if dims else []):
+            contracted *= lhs[int(d)]
+    else:
+        labels = re.search(r"dim_labels=(\w+)_(\w+)->\w+", line)
+        if not labels or not lhs:
+            return 0
+        contracted = lhs[labels.group(1).index("f")] if "f" in labels.group(1) else 1
+        for i, c in enumerate(labels.group(2)):
+            if c.isdigit():
+                contracted *= rhs[i]
+    n = 1
+    for d in _dims(shape):
+        n *= d
+    return 2 * n * contracted
+
+
+def _computations(lines):
+    """{computation: [(name, shape, op, operands, line)]} and every instruction's shape."""
+    bodies, shapes, name = {}, {}, None
+    for line in lines:
+        header = COMPUTATION.match(line)
+        if header or line.startswith("ENTRY"):
+            name = header.group(1) if header else "ENTRY"
+            bodies[name] = []
+            shapes.update(re.findall(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)", line))
+            continue
+        m = INSTRUCTION.match(line)
+        if m and name:
+            shapes[m.group(1)] = m.group(2)
+            bodies[name].append((*m.groups(), line))
+    return bodies, shapes
+
+
+def instruction_traffic(module_text):
+    """[(name, kind, bytes that cross HBM, matmul flops)] for each instruction of the ENTRY
+    computation of an optimized module that moves data (see the module docstring for what is
+    counted); a fusion's flops are those of the dots and convolutions it calls."""
     lines = module_text.split("\n")
     entry = next(i for i, line in enumerate(lines) if line.startswith("ENTRY"))
-    shapes = {}
-    for name, shape in re.findall(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)", lines[entry]):
-        shapes[name] = shape
-    parameters = sum(n for s in shapes.values() for n, _ in _arrays(s))
     indexed = _indexed_parameters(lines[:entry])
-    by_kind = Counter()
-    for line in lines[entry + 1:]:
-        m = INSTRUCTION.match(line)
-        if not m:
-            continue
-        name, shape, op, operands = m.groups()
-        shapes[name] = shape
+    bodies, shapes = _computations(lines)
+
+    def flops_in(computation):
+        total = 0
+        for _, shape, op, operands, line in bodies.get(computation, []):
+            total += _product_flops(op, shape, operands, line, shapes)
+            if op in ("fusion", "call"):
+                total += sum(flops_in(c) for c in re.findall(r"calls=%([\w.\-]+)", line))
+        return total
+
+    rows = []
+    for name, shape, op, operands, line in bodies["ENTRY"]:
         if op in NO_TRAFFIC or 'custom_call_target="ConcatBitcast"' in line:
             continue
+        target = re.search(r'custom_call_target="([^"]+)"', line)
+        kind = f"{op}:{target.group(1)}" if target else op
         if op in ("copy-start", "async-start"):
             # Result tuple: (source, destination, context); the destination's bytes move.
             arrays = _arrays(shape)
-            if len(arrays) >= 2:
-                by_kind["dma"] += arrays[1][0]
+            rows.append((name, "dma", arrays[1][0] if len(arrays) >= 2 else 0, 0))
             continue
         names = re.findall(r"%([\w.\-]+)", operands)
         called = re.search(r"calls=%([\w.\-]+)", line)
         lookups = indexed.get(called.group(1), {}) if called and op == "fusion" else {}
         if op in LOOKUPS:
             lookups = {0: sum(n for n, _ in _arrays(shape))}
-        by_kind[op] += sum(min(lookups[i], _hbm_bytes(shapes.get(o, ""))) if i in lookups else
-                           _hbm_bytes(shapes.get(o, "")) for i, o in enumerate(names)) + _hbm_bytes(shape)
+        moved = sum(min(lookups[i], _hbm_bytes(shapes.get(o, ""))) if i in lookups else
+                    _hbm_bytes(shapes.get(o, "")) for i, o in enumerate(names)) + _hbm_bytes(shape)
+        flops = _product_flops(op, shape, operands, line, shapes) + (flops_in(called.group(1)) if called else 0)
+        rows.append((name, kind, moved, flops))
+    return rows
+
+
+def hbm_traffic(module_text):
+    """{"parameters": bytes of @main's parameters, "hbm": bytes that cross HBM, "by_kind": {...}}
+    for the ENTRY computation of an optimized module."""
+    entry_line = next(line for line in module_text.split("\n") if line.startswith("ENTRY"))
+    parameters = sum(n for _, s in re.findall(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)", entry_line)
+                     for n, _ in _arrays(s))
+    by_kind = Counter()
+    for _, kind, moved, _ in instruction_traffic(module_text):
+        by_kind[kind.split(":")[0]] += moved
     return {"parameters": parameters, "hbm": sum(by_kind.values()), "by_kind": dict(by_kind)}
 
 
@@ -119,11 +189,23 @@ def libtpu_dumps(dump_dir):
             if os.path.basename(f).split(".")[0] in tpu}
 
 
-def main(paths):
-    for path in paths:
-        t = hbm_traffic(open(path).read())
+def main(args):
+    top = 0
+    if args[:1] == ["--top"]:
+        top, args = int(args[1]), args[2:]
+    for path in args:
+        text = open(path).read()
+        t = hbm_traffic(text)
         kinds = ", ".join(f"{k} {v / 1e6:.1f}" for k, v in sorted(t["by_kind"].items(), key=lambda kv: -kv[1])[:5])
         print(f"{path}: parameters {t['parameters'] / 1e6:.1f} MB, HBM traffic {t['hbm'] / 1e6:.1f} MB ({kinds})")
+        if top:
+            # Each instruction at its own roofline: a ranking of where HBM bytes and matmul flops
+            # go, not libtpu's estimate (which also charges on-chip traffic).
+            rows = sorted(instruction_traffic(text), key=lambda r: -max(r[3] / PEAK_FLOPS, r[2] / PEAK_BYTES))
+            print(f"  {'bound us':>9} {'HBM MB':>9} {'GFLOP':>8}  instruction")
+            for name, kind, moved, flops in rows[:top]:
+                bound = max(flops / PEAK_FLOPS, moved / PEAK_BYTES)
+                print(f"  {bound * 1e6:>9.1f} {moved / 1e6:>9.1f} {flops / 1e9:>8.1f}  {name} ({kind})")
 
 
 if __name__ == "__main__":

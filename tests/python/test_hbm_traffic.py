@@ -12,7 +12,7 @@ import pytest
 from torch_tpu import _discovery
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
-from hbm_traffic import hbm_traffic, libtpu_dumps  # noqa: E402
+from hbm_traffic import hbm_traffic, instruction_traffic, libtpu_dumps  # noqa: E402
 
 pytestmark = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu not installed")
 
@@ -52,3 +52,31 @@ def test_weights_cross_hbm_once_where_the_cost_analysis_counts_them_several_time
     # at the row the lookup reads; the analysis counts the weights about four times.
     assert weights <= t["hbm"] <= 1.1 * weights, t
     assert cost_bytes >= 2.5 * t["hbm"], (cost_bytes, t)
+    # Per instruction (--top): the rows add up to the total. libtpu computes these one-row
+    # products as multiply-reduce fusions, not on the matrix unit: no matmul flops.
+    rows = instruction_traffic(graphs[0])
+    assert sum(r[2] for r in rows) == t["hbm"]
+    assert sum(r[3] for r in rows) == 0, rows
+
+
+MATMUL_SCRIPT = r"""
+import torch, torch_tpu
+g = torch.Generator().manual_seed(0)
+a, b, c = (torch.randn(*s, generator=g) * 0.05 for s in ((256, 512), (512, 384), (384, 128)))
+f = lambda a, b, c: torch.relu(a @ b) @ c
+with torch.no_grad():
+    out = torch.compile(f, backend="tpu", fullgraph=True)(a.to("tpu"), b.to("tpu"), c.to("tpu")).cpu()
+torch.testing.assert_close(out, f(a, b, c))
+print("OK")
+"""
+
+
+def test_matmul_flops_are_found_inside_libtpus_fusions(tmp_path):
+    env = dict(os.environ, TORCH_TPU_AOT_CHECK="v6e:1x1", TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="",
+               XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
+    res = subprocess.run([sys.executable, "-c", MATMUL_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
+    graphs = [open(f).read() for f in libtpu_dumps(tmp_path)]
+    assert len(graphs) == 1, len(graphs)
+    rows = instruction_traffic(graphs[0])
+    assert sum(r[3] for r in rows) == 2 * 256 * 512 * 384 + 2 * 256 * 384 * 128, rows
