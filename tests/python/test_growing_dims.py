@@ -298,6 +298,31 @@ def test_growing_results_keep_pytorchs_layout_contracts():
     assert torch.equal((r * 2).cpu(), torch.arange(n) * 2)
 
 
+def test_an_arange_of_a_length_seen_again_keeps_its_layout():
+    """A decode loop's arange(kv_length) grows step by step and joins the bucket; a static
+    cache's arange(max_len) repeats one length, and every repeat takes the layout the latest
+    arange of that length took, whatever ran before it (a compiled step that takes the mask as
+    an input must see one layout: Dynamo guards strides)."""
+    for i in range(32):  # the engine remembers the latest 32 aranges: none of this test's lengths now
+        torch.arange(3000 + 2 * i, device=DEV)
+    ids = torch.ones(2, 9, dtype=torch.long, device=DEV)
+    grown = torch.cat([ids, ids.new_ones(2, 1)], -1)  # a live growing tensor of length 10
+    grown = torch.cat([grown, grown.new_ones(2, 1)], -1)  # ... and of 11
+
+    def layout(n):
+        r = torch.arange(n, device=DEV)
+        assert torch.equal(r.cpu(), torch.arange(n))
+        return r.untyped_storage().nbytes() // r.element_size()
+
+    assert layout(10) == 10  # no arange(9) before: exact
+    assert layout(11) == 128  # arange(10) came last: grows, and takes the live tensor's bucket
+    assert [layout(11) for _ in range(3)] == [128, 128, 128]  # seen again: the same layout
+    assert layout(12) == 12  # grows, but no live growing tensor has 12 rows: exact
+    assert [layout(12) for _ in range(2)] == [12, 12]
+    del grown
+    assert layout(11) == 128  # the latest decision for 11 stands, with or without the tensor
+
+
 WORKER = r"""
 import json, sys, torch, transformers, torch_tpu
 n = int(sys.argv[1])
