@@ -15,6 +15,7 @@ from . import graph_spec as _spec
 from . import stats as _stats
 from .compiled_graph import CompiledGraph, lift_constants
 from .fused_attention import DECOMPOSITIONS as FUSED_ATTENTION
+from .grouped_attention import drop_repeated_kv
 from .bucketed_graphs import BucketedGraph
 from .trace_comparison import Bucketing, NotBucketable, compare_traces
 from .dynamic_shapes import SpecializedPerShape, has_symbolic_shapes
@@ -79,6 +80,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, options: 
     inference graph traced at a bucket's capacity, compiled once for the bucket)."""
     constants = lift_constants(gm)
     _spec.lift_host_scalar_math(gm)
+    drop_repeated_kv(gm)
     name = f"compiled {kind} graph ({label or _graph_label(gm)})"
     try:
         spec = _spec.graph_spec(gm, name, example_inputs, bucketing)
