@@ -28,6 +28,9 @@ def check(b, h, hkv, lq, lk, e, dtype, causal, mask_kind, grad=False, poison=Non
     elif mask_kind == "4d":
         mask = torch.rand(b, 1, lq, lk) > 0.4
         mask[-1, 0, -1] = False
+    elif mask_kind == "heads":                 # one mask per batch entry and head
+        mask = torch.rand(b, h, lq, lk) > 0.4
+        mask[0, -1, 1] = False
     elif mask_kind == "keys":                  # key padding: one row of keys for every query
         mask = torch.rand(b, 1, 1, lk) > 0.3
         if b > 1:
@@ -64,6 +67,7 @@ check(2, 2, 2, 1000, 1000, 16, torch.bfloat16, True, "keys")         # per batch
 check(2, 4, 2, 128, 256, 64, torch.float32, False, "keys")           # grouped, per batch: the batch folded into the heads
 check(3, 6, 2, 128, 128, 32, torch.float32, True, "4d", grad=True)   # grouped, [B, 1, Lq, Lk], folded, and its backward
 check(2, 4, 2, 128, 128, 64, torch.float32, False, None, grad=True)  # grouped, unmasked: folded in the default form too
+check(2, 4, 2, 128, 256, 32, torch.float32, True, "heads")           # grouped, [B, H, Lq, Lk] folded with the heads
 check(1, 2, 2, 100, 100, 64, torch.float32, True, None)              # a length the kernel does not take: exact form
 print("cases", cases)
 """
@@ -74,12 +78,12 @@ def test_masked_attention_lowered_for_libtpu_matches_the_cpu(tmp_path):
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
     env.pop("TORCH_TPU_AOT_CHECK", None)
     res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0 and "cases 17" in res.stdout, res.stderr[-3000:]
+    assert res.returncode == 0 and "cases 18" in res.stdout, res.stderr[-3000:]
     modules = [open(f).read() for f in glob.glob(os.path.join(tmp_path, "*before_optimizations.txt"))]
     capped = [m for m in modules if " tanh(" in m]
     # One module per distinct masked or causal call in the tpu form (the 100-token call keeps the
     # exact form; the unmasked one is the unmasked flash form, without a cap).
-    assert len(capped) >= 14, f"{len(capped)} of {len(modules)} modules hold the capped form"
+    assert len(capped) >= 15, f"{len(capped)} of {len(modules)} modules hold the capped form"
 
 
 def test_an_unknown_lowering_target_is_refused():
