@@ -85,31 +85,63 @@ def _dims(shape):
     return [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
 
 
+def _window_taps(line, labels, lhs, rhs, out):
+    """Per output element, the kernel taps that land inside the input, summed over the spatial
+    dims' product (libtpu writes some matmuls as convolutions whose window only walks padding)."""
+    window = re.search(r"window=\{([^}]*)\}", line)
+    fields = dict(f.split("=") for f in window.group(1).split()) if window else {}
+
+    def field(name, n, default):
+        return [int(x) for x in re.split(r"[x_]", fields[name])] if name in fields else [default] * n
+
+    lhs_labels, rhs_labels, out_labels = labels
+    spatial = [c for c in rhs_labels if c.isdigit()]
+    n = len(spatial)
+    sizes, strides, dilations = field("size", n, 1), field("stride", n, 1), field("rhs_dilate", n, 1)
+    holes, pads = field("lhs_dilate", n, 1), field("pad", 2 * n, 0)
+    average = 1.0
+    for i, d in enumerate(spatial):
+        size_in, size_out = lhs[lhs_labels.index(d)], out[out_labels.index(d)]
+        if not size_out:
+            return 0.0
+        extent = (size_in - 1) * holes[i] + 1  # the input with lhs_dilate's holes between elements
+        pairs = 0
+        for w in range(sizes[i]):
+            # outputs o whose tap x = o * stride + w * dilation - pad_low is an input element
+            offset = w * dilations[i] - pads[2 * i]
+            if holes[i] == 1:
+                first = max(0, -(-(-offset) // strides[i]))
+                last = min(size_out, -(-(extent - offset) // strides[i]))
+                pairs += max(0, last - first)
+            else:  # libtpu's batched products: lhs_dilate = stride + 1, one tap per output
+                pairs += sum(1 for o in range(size_out)
+                             if 0 <= o * strides[i] + offset < extent and (o * strides[i] + offset) % holes[i] == 0)
+        average *= pairs / size_out
+    return average
+
+
 def _product_flops(op, shape, operands, line, shapes):
-    """2 * result elements * contracted size of a dot or convolution (libtpu emits a matmul as a
-    convolution with dim_labels such as bf_oi->bf: the contraction is the input's feature dim
-    times the kernel's window dims), else 0."""
+    """2 * multiply-adds of a dot or convolution (libtpu emits a matmul as a convolution with
+    dim_labels such as bf_oi->bf, sometimes with a window over padding only), else 0."""
     names = re.findall(r"%([\w.\-]+)", operands)
     if op not in ("dot", "convolution") or len(names) < 2:
         return 0
-    lhs, rhs = _dims(shapes.get(names[0], "")), _dims(shapes.get(names[1], ""))
-    contracted = 1
+    lhs, rhs, out = _dims(shapes.get(names[0], "")), _dims(shapes.get(names[1], "")), _dims(shape)
+    n = 1
+    for d in out:
+        n *= d
     if op == "dot":
+        contracted = 1
         dims = re.search(r"lhs_contracting_dims=\{([^}]*)\}", line)
         for d in (dims.group(1).split(",") if dims else []):
             contracted *= lhs[int(d)]
-    else:
-        labels = re.search(r"dim_labels=(\w+)_(\w+)->\w+", line)
-        if not labels or not lhs:
-            return 0
-        contracted = lhs[labels.group(1).index("f")] if "f" in labels.group(1) else 1
-        for i, c in enumerate(labels.group(2)):
-            if c.isdigit():
-                contracted *= rhs[i]
-    n = 1
-    for d in _dims(shape):
-        n *= d
-    return 2 * n * contracted
+        return 2 * n * contracted
+    labels = re.search(r"dim_labels=(\w+)_(\w+)->(\w+)", line)
+    if not labels or not lhs or "f" not in labels.group(1):
+        return 0
+    groups = re.search(r"feature_group_count=(\d+)", line)
+    features = lhs[labels.group(1).index("f")] // (int(groups.group(1)) if groups else 1)
+    return round(2 * n * features * _window_taps(line, labels.groups(), lhs, rhs, out))
 
 
 def _computations(lines):
@@ -202,6 +234,9 @@ def main(args):
             # Each instruction at its own roofline: a ranking of where HBM bytes and matmul flops
             # go, not libtpu's estimate (which also charges on-chip traffic).
             rows = sorted(instruction_traffic(text), key=lambda r: -max(r[3] / PEAK_FLOPS, r[2] / PEAK_BYTES))
+            total = sum(max(r[3] / PEAK_FLOPS, r[2] / PEAK_BYTES) for r in rows)
+            print(f"  {len(rows)} instructions, {sum(r[3] for r in rows) / 1e9:.1f} GFLOP on the matrix unit, "
+                  f"their bounds sum to {total * 1e6:.1f} us")
             print(f"  {'bound us':>9} {'HBM MB':>9} {'GFLOP':>8}  instruction")
             for name, kind, moved, flops in rows[:top]:
                 bound = max(flops / PEAK_FLOPS, moved / PEAK_BYTES)

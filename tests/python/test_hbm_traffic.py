@@ -14,7 +14,7 @@ from torch_tpu import _discovery
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 from hbm_traffic import hbm_traffic, instruction_traffic, libtpu_dumps  # noqa: E402
 
-pytestmark = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu not installed")
+needs_libtpu = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu not installed")
 
 SCRIPT = r"""
 import torch, torch_tpu
@@ -37,6 +37,7 @@ print("BYTES", [e.last_aot() for e in stats.executables if e.last_aot()][-1]["by
 """
 
 
+@needs_libtpu
 def test_weights_cross_hbm_once_where_the_cost_analysis_counts_them_several_times(tmp_path):
     env = dict(os.environ, TORCH_TPU_AOT_CHECK="v6e:1x1", TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="",
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
@@ -71,6 +72,7 @@ print("OK")
 """
 
 
+@needs_libtpu
 def test_matmul_flops_are_found_inside_libtpus_fusions(tmp_path):
     env = dict(os.environ, TORCH_TPU_AOT_CHECK="v6e:1x1", TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="",
                XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
@@ -80,3 +82,34 @@ def test_matmul_flops_are_found_inside_libtpus_fusions(tmp_path):
     assert len(graphs) == 1, len(graphs)
     rows = instruction_traffic(graphs[0])
     assert sum(r[3] for r in rows) == 2 * 256 * 512 * 384 + 2 * 256 * 384 * 128, rows
+
+
+# Two convolutions as libtpu writes products in optimized modules (shapes from a Qwen3.5 prefill
+# graph): a [1024, 4096] x [4096, 8192] matmul with its 8192 columns as 16 window positions of
+# 512, the window walking 15 rows of padding on each side of a length-1 input, and a batched product ([512] batches of [64, k] x [k, 64]) as a
+# base-dilated convolution whose stride and lhs_dilate leave one tap per output.
+SYNTHETIC_MODULE = """HloModule m
+
+%fused (p0: bf16[1024,4096,1], p1: bf16[16,512,4096]) -> bf16[1024,16,512] {
+  %p0 = bf16[1024,4096,1]{2,1,0} parameter(0)
+  %p1 = bf16[16,512,4096]{2,1,0} parameter(1)
+  ROOT %convolution.1 = bf16[1024,16,512]{2,1,0} convolution(%p0, %p1), window={size=16 pad=15_15 rhs_reversal=1}, dim_labels=bf0_0oi->b0f
+}
+
+ENTRY %main (a: bf16[1024,4096,1], b: bf16[16,512,4096], c: f32[512,64,32], d: f32[512,32,64]) -> (bf16[1024,16,512], f32[512,64,64]) {
+  %a = bf16[1024,4096,1]{2,1,0} parameter(0)
+  %b = bf16[16,512,4096]{2,1,0} parameter(1)
+  %c = f32[512,64,32]{2,1,0} parameter(2)
+  %d = f32[512,32,64]{2,1,0} parameter(3)
+  %fusion.1 = bf16[1024,16,512]{2,1,0} fusion(%a, %b), kind=kOutput, calls=%fused
+  %convolution-base-dilated.2 = f32[512,64,64]{2,1,0} convolution(%c, %d), window={size=512 stride=511 lhs_dilate=512}, dim_labels=0bf_0io->0bf
+  ROOT %tuple = (bf16[1024,16,512]{2,1,0}, f32[512,64,64]{2,1,0}) tuple(%fusion.1, %convolution-base-dilated.2)
+}
+"""
+
+
+def test_convolution_flops_count_only_the_taps_that_land_on_input():
+    flops = {name: f for name, _, _, f in instruction_traffic(SYNTHETIC_MODULE)}
+    # Output position j of the padded window sees input row 0 through exactly one tap.
+    assert flops["fusion.1"] == 2 * 1024 * 4096 * 8192  # the matmul's (16 x 512 = 8192 columns)
+    assert flops["convolution-base-dilated.2"] == 2 * 512 * 64 * 64 * 32
