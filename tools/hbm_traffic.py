@@ -51,32 +51,21 @@ def _hbm_bytes(shape):
 
 
 COMPUTATION = re.compile(r"^%([\w.\-]+) \(.*\) -> .* \{$")
+PARAMETERS = re.compile(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)")  # "name: shape" in a computation's header
 LOOKUPS = ("dynamic-slice", "gather")
 
 
-def _indexed_parameters(lines):
+def _indexed_parameters(bodies):
     """{computation: {parameter number: bytes read}} for the parameters of fused computations
     whose one use is the source (operand 0) of a dynamic-slice or gather: an embedding lookup
     reads its rows, not the table."""
-    found, name, body = {}, None, []
-    for line in lines:
-        header = COMPUTATION.match(line)
-        if header:
-            name, body = header.group(1), []
-        elif name and line.startswith("}"):
-            params = {m.group(1): int(m.group(2)) for m in
-                      (re.search(r"%([\w.\-]+) = .* parameter\((\d+)\)", b) for b in body) if m}
-            for b in body:
-                m = INSTRUCTION.match(b)
-                if not m or m.group(3) not in LOOKUPS:
-                    continue
-                source = re.findall(r"%([\w.\-]+)", m.group(4))[:1]
-                if source and source[0] in params and sum(f"%{source[0]}" in x for x in body) == 2:
-                    read = sum(n for n, _ in _arrays(m.group(2)))
-                    found.setdefault(name, {})[params[source[0]]] = read
-            name = None
-        elif name:
-            body.append(line)
+    found = {}
+    for name, body in bodies.items():
+        params = {p: int(operands) for p, _, op, operands, _ in body if op == "parameter"}
+        for _, shape, op, operands, _ in body:
+            source = re.findall(r"%([\w.\-]+)", operands)[:1] if op in LOOKUPS else []
+            if source and source[0] in params and sum(f"%{source[0]}" in line for *_, line in body) == 2:
+                found.setdefault(name, {})[params[source[0]]] = sum(n for n, _ in _arrays(shape))
     return found
 
 
@@ -86,8 +75,9 @@ def _dims(shape):
 
 
 def _window_taps(line, labels, lhs, rhs, out):
-    """Per output element, the kernel taps that land inside the input, summed over the spatial
-    dims' product (libtpu writes some matmuls as convolutions whose window only walks padding)."""
+    """The kernel taps per output element that land on input, averaged over the outputs and
+    multiplied over the spatial dims (libtpu writes some matmuls as convolutions whose window
+    walks padding, and batched products as base-dilated convolutions)."""
     window = re.search(r"window=\{([^}]*)\}", line)
     fields = dict(f.split("=") for f in window.group(1).split()) if window else {}
 
@@ -152,7 +142,7 @@ def _computations(lines):
         if header or line.startswith("ENTRY"):
             name = header.group(1) if header else "ENTRY"
             bodies[name] = []
-            shapes.update(re.findall(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)", line))
+            shapes.update(PARAMETERS.findall(line))
             continue
         m = INSTRUCTION.match(line)
         if m and name:
@@ -165,10 +155,8 @@ def instruction_traffic(module_text):
     """[(name, kind, bytes that cross HBM, matmul flops)] for each instruction of the ENTRY
     computation of an optimized module that moves data (see the module docstring for what is
     counted); a fusion's flops are those of the dots and convolutions it calls."""
-    lines = module_text.split("\n")
-    entry = next(i for i, line in enumerate(lines) if line.startswith("ENTRY"))
-    indexed = _indexed_parameters(lines[:entry])
-    bodies, shapes = _computations(lines)
+    bodies, shapes = _computations(module_text.split("\n"))
+    indexed = _indexed_parameters({name: body for name, body in bodies.items() if name != "ENTRY"})
 
     def flops_in(computation):
         total = 0
@@ -205,8 +193,7 @@ def hbm_traffic(module_text):
     """{"parameters": bytes of @main's parameters, "hbm": bytes that cross HBM, "by_kind": {...}}
     for the ENTRY computation of an optimized module."""
     entry_line = next(line for line in module_text.split("\n") if line.startswith("ENTRY"))
-    parameters = sum(n for _, s in re.findall(r"([\w.\-]+): (\w+\[[^\]]*\](?:\{[^}]*\})?)", entry_line)
-                     for n, _ in _arrays(s))
+    parameters = sum(n for _, s in PARAMETERS.findall(entry_line) for n, _ in _arrays(s))
     by_kind = Counter()
     for _, kind, moved, _ in instruction_traffic(module_text):
         by_kind[kind.split(":")[0]] += moved
