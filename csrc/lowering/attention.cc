@@ -250,12 +250,12 @@ bool mask_rows_are_one(const Value& mask) { return mask.rank() < 2 || mask.shape
 // capped to +-2^64 (the exact form gives NaN rows for +inf), and a row a boolean mask leaves
 // empty is set to 0 after the kernel (it would be the mean of v), as PyTorch's _safe_softmax
 // does. Lengths are padded as for the unmasked form, the padded keys masked out.
-// `user` holds the call's dims (the mask is checked and shaped against them), `d` those of q, k
-// and v as given (the batch folded into the heads where batch_in_heads does).
+// `user` holds the call's dims (the mask is checked and shaped against them); q, k and v come
+// with the batch folded into the heads where batch_in_heads folds it (their dims: `d`).
 std::vector<Value> capped_masked_attention_forward(Context& c, const std::string& op, Value q, Value k, Value v,
-                                                   const Dims& user, const Dims& d, double scale, size_t mask_arg,
-                                                   bool causal) {
+                                                   const Dims& user, double scale, size_t mask_arg, bool causal) {
   Builder& b = c.b;
+  const Dims d = batch_in_heads(user);
   DType in = q.dtype(), acc = float_opmath(in);
   const int64_t Lq = flash_length(d.Lq), Lk = flash_length(d.Lk);
   const std::vector<Value> origin(4, constant(b, 0.0, DType::S32));
@@ -395,7 +395,7 @@ std::vector<Value> forward(Context& c, const std::string& op, const ForwardArgs&
     Value fq = heads_of_all_batches(b, q, d), fk = heads_of_all_batches(b, k, d), fv = heads_of_all_batches(b, v, d);
     return batches_of(b,
                       flash_unmasked ? unmasked_attention_forward(c, fq, fk, fv, folded, scale)
-                                     : capped_masked_attention_forward(c, op, fq, fk, fv, d, folded, scale, a.mask, causal),
+                                     : capped_masked_attention_forward(c, op, fq, fk, fv, d, scale, a.mask, causal),
                       d);
   }
   bool scaled = true;
