@@ -238,3 +238,26 @@ def no_new_compiles():
     the block if anything compiled in it, naming what recompiled and why (docs/bucketing.md)."""
     from .dynamism import no_new_compiles as _no_new_compiles
     return _no_new_compiles()
+
+
+# Eager modes (docs/eager_modes.md): "strict" launches one executable per op; "fused" records
+# ops and runs them as one program at the next host read, sync, op it cannot record or loop
+# boundary; "debug" is strict with every launch waited for (TPU_LAUNCH_BLOCKING=1).
+def get_eager_mode() -> str:
+    return _C._eager_mode()
+
+
+def set_eager_mode(mode: str) -> None:
+    """Runs the ops recorded so far, then switches to `mode` ("strict" | "fused" | "debug")."""
+    _C._set_eager_mode(mode)
+
+
+@contextlib.contextmanager
+def eager_mode(mode: str):
+    """`with torch.tpu.eager_mode("fused"):` runs the block in `mode`, then restores the mode."""
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)

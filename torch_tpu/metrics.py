@@ -13,6 +13,8 @@ def counters() -> dict:
     stats["ops"] = dict(_C._op_counts())
     stats["recompiles"] = dict(_C._recompile_reasons())
     stats["aot"] = dict(_C._aot_check_stats())
+    stats["fused"] = dict(_C._fused_stats())
+    stats["eager_mode"] = _C._eager_mode()
     return stats
 
 
@@ -37,7 +39,8 @@ def report() -> str:
     s = counters()
     lines = [
         "torch-tpu metrics",
-        f"  lowered ops run        {s['ops_run']}",
+        f"  lowered ops run        {s['ops_run']} ({s['launches']} executable launches; eager mode "
+        f"{s['eager_mode']})",
         f"  distinct signatures    {s['signatures']} loaded (limit {s['signature_limit']}, "
         f"{s['signature_evictions']} evicted)",
         f"  compiles               {s['compiles']} ({s['compile_time_s']:.2f} s)",
@@ -55,6 +58,7 @@ def report() -> str:
         lines.append(f"  recompiles             {sum(recompiles.values())} (an op compiled again; top reasons)")
         for reason, n in sorted(recompiles.items(), key=lambda kv: -kv[1])[:10]:
             lines.append(f"    {n:>5}  {reason}")
+    lines += fused_lines(s["fused"])
     lines += bucket_lines(_C._bucket_stats())
     compile_stats = sys.modules.get("torch_tpu.compile.stats")  # loaded only once torch.compile ran
     if compile_stats is not None:
@@ -66,6 +70,21 @@ def report() -> str:
         for op, n in top:
             lines.append(f"    {op:<40} {n}")
     return "\n".join(lines)
+
+
+def fused_lines(f: dict) -> list:
+    """The fused eager section of report(); empty when nothing ran fused."""
+    if not f["programs_run"]:
+        return []
+    per = f["ops_recorded"] / f["programs_run"]
+    lines = [
+        f"  fused eager programs   {f['programs_run']} run, {f['ops_recorded']} ops ({per:.1f} per program), "
+        f"{f['compiles']} compiled ({f['compile_time_s']:.2f} s), {f['cache_hits']} cache hits, "
+        f"{f['dropped_results']} dead intermediates not written",
+    ]
+    reasons = ", ".join(f"{r} {n}" for r, n in sorted(f["flush_reasons"].items(), key=lambda kv: -kv[1]))
+    lines.append(f"    flushed at: {reasons}")
+    return lines
 
 
 def buckets() -> dict:

@@ -96,6 +96,10 @@ std::vector<Value> Program::apply(const lowering::Rule& rule, std::vector<loweri
   ctx.compute_dtype = compute_dtype;
   ctx.rng_key = rng_key;
   std::vector<Value> results = rule(ctx);
+  while (check_labels_.size() < b_.assertions().size()) {
+    check_labels_.push_back(label_);
+    check_owners_.push_back(owner_);
+  }
   if (results.size() != out_types.size()) {
     throw ProgramError(label_ + ": lowering returned " + std::to_string(results.size()) +
                        " results for " + std::to_string(out_types.size()) + " outputs");
@@ -119,6 +123,11 @@ void Program::output(Value value, int binding, const std::vector<int64_t>& memor
   outputs_.emplace_back(dense, std::move(r));
 }
 
+void Program::discard(int binding) {
+  auto it = slot_of_binding_.find(binding);
+  if (it != slot_of_binding_.end()) slots_[it->second].written = false;
+}
+
 Module Program::finish() {
   Module m;
   std::vector<Value> values;
@@ -136,9 +145,12 @@ Module Program::finish() {
     values.push_back(v);
     m.results.push_back({Result::Kind::Storage, s.slot.binding, s.written_dtype, s.slot.layout, ""});
   }
-  for (const hlo::Check& check : b_.assertions()) {
+  for (size_t c = 0; c < b_.assertions().size(); ++c) {
+    const hlo::Check& check = b_.assertions()[c];
+    const std::string& label = c < check_labels_.size() ? check_labels_[c] : label_;
+    int owner = c < check_owners_.size() ? check_owners_[c] : owner_;
     values.push_back(hlo::reshape(b_, check.failed, {}));
-    m.results.push_back({Result::Kind::Assertion, 0, DType::Pred, Layout{{}}, label_ + ": " + check.message, check.kind});
+    m.results.push_back({Result::Kind::Assertion, 0, DType::Pred, Layout{{}}, label + ": " + check.message, check.kind, owner});
   }
   m.text = b_.module(values);
   m.params = params_;

@@ -48,6 +48,7 @@ struct Result {
   Layout layout;         // shape of the result buffer
   std::string message;   // Assertion: raised when the flag is true
   hlo::CheckKind check_kind = hlo::CheckKind::IndexError;  // Assertion: the exception raised
+  int owner = -1;        // Assertion: the driver's owner index (Program::set_owner), -1 if none
 };
 
 struct Module {
@@ -100,6 +101,16 @@ class Program {
   // by the policy (shaped, or flat).
   void output(Value value, int binding, const std::vector<int64_t>& memory_order, LayoutPolicy policy);
 
+  // Renames the program for what is applied next: fused eager applies many ops to one program,
+  // and an error or a device assertion names the op that raised it.
+  void set_label(std::string label) { label_ = std::move(label); }
+  // Who the assertions made next belong to (Result::owner): fused eager raises a failed check in
+  // the thread that recorded its op.
+  void set_owner(int owner) { owner_ = owner; }
+  // The slot's writes are not a result: nothing outside the program can read the storage (fused
+  // eager's intermediates that died before the program ran).
+  void discard(int binding);
+
   // The module: outputs, then every written storage (donating its parameter when the types
   // match), then device assertions.
   Module finish();
@@ -121,6 +132,9 @@ class Program {
   std::map<int, Value> offsets_;
   std::vector<Param> params_;
   std::vector<std::pair<Value, Result>> outputs_;
+  std::vector<std::string> check_labels_;  // the label when each device assertion was made
+  std::vector<int> check_owners_;
+  int owner_ = -1;
   int num_args_ = 0;
 };
 

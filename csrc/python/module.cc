@@ -12,6 +12,8 @@
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
 #include "engine/eager_driver.h"
+#include "engine/fused/eager_mode.h"
+#include "engine/fused/fused_stream.h"
 #include "engine/growing/growing_dims.h"
 #include "lowering/registry.h"
 
@@ -85,6 +87,7 @@ PYBIND11_MODULE(_C, m) {
     Metrics& mt = metrics();
     py::dict d;
     d["ops_run"] = mt.ops_run.load();
+    d["launches"] = mt.launches.load();
     d["compiles"] = mt.compiles.load();
     d["compile_time_s"] = mt.compile_time_us.load() / 1e6;
     d["memory_hits"] = mt.memory_cache_hits.load();
@@ -136,6 +139,22 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_metrics", []() {
     reset_metrics();
     reset_bucket_stats();
+    reset_fused_stats();
+  });
+  m.def("_eager_mode", []() { return eager_mode_name(eager_mode()); });
+  m.def("_set_eager_mode", [](const std::string& mode) { set_eager_mode(parse_eager_mode(mode)); });
+  m.def("_flush_fused", []() { flush_fused("explicit"); });
+  m.def("_fused_stats", []() {
+    FusedStats f = fused_stats();
+    py::dict d;
+    d["programs_run"] = f.programs_run;
+    d["ops_recorded"] = f.ops_recorded;
+    d["compiles"] = f.compiles;
+    d["compile_time_s"] = f.compile_time_us / 1e6;
+    d["cache_hits"] = f.cache_hits;
+    d["dropped_results"] = f.dropped_results;
+    d["flush_reasons"] = f.flush_reasons;
+    return d;
   });
   m.def("_cache_dir", &cache_directory);
   m.def("_plugin_fingerprint", []() { return py::bytes(runtime().plugin_fingerprint()); });

@@ -8,6 +8,21 @@ import torch
 import torch_tpu  # noqa: F401  (autoload also imports it; explicit for clarity)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "strict_eager: the test counts strict eager's per-op executables or launches; it runs in "
+        "the strict mode whatever TORCH_TPU_EAGER_MODE says (the suite also runs in the fused mode)")
+
+
+@pytest.fixture(autouse=True)
+def _strict_eager_for_marked_tests(request):
+    if request.node.get_closest_marker("strict_eager") is None or torch.tpu.get_eager_mode() == "strict":
+        yield
+        return
+    with torch.tpu.eager_mode("strict"):
+        yield
+
+
 @pytest.fixture
 def no_fallbacks():
     """Asserts that the test body ran without any CPU fallback."""

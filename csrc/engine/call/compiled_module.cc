@@ -5,7 +5,9 @@
 #include "engine/call/program_binding.h"
 #include "engine/compile/aot_check.h"
 #include "engine/compile/executable_cache.h"
+#include "engine/compile/metrics.h"
 #include "engine/device/allocator.h"
+#include "engine/device/pending_ops.h"
 #include "engine/device/runtime.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
@@ -27,7 +29,9 @@ void compile_module(CompiledModule& out, program::Module module, int device, boo
 }
 
 std::vector<OutputBuffer> run_module(CompiledModule& m, const OpCall& call, uint64_t random_draws,
-                                     size_t num_outputs) {
+                                     size_t num_outputs, const std::vector<std::thread::id>* check_owners) {
+  // Ops recorded by fused eager run first: this launch may read or donate what they read.
+  flush_pending_ops("strict launch");
   std::vector<std::shared_ptr<pjrt::Buffer>> bound = bind_params(m.params, call, random_draws);
   std::vector<pjrt::abi::Buffer*> args;
   args.reserve(bound.size());
@@ -43,6 +47,7 @@ std::vector<OutputBuffer> run_module(CompiledModule& m, const OpCall& call, uint
   note_pending(call.device, done);
   if (launch_blocking()) done->await(m.label.c_str());
   m.runs++;
+  metrics().launches++;
   if (m.aot) aot_count_run(*m.aot);
 
   std::vector<OutputBuffer> produced(num_outputs);
@@ -58,7 +63,11 @@ std::vector<OutputBuffer> run_module(CompiledModule& m, const OpCall& call, uint
         call.storages[r.binding].buffer->set(std::move(buffer), r.dtype, r.layout.dims);
         break;
       case program::Result::Kind::Assertion:
-        note_check(std::move(buffer), r.message, r.check_kind);
+        if (check_owners != nullptr && r.owner >= 0) {
+          note_check_for(check_owners->at(r.owner), std::move(buffer), r.message, r.check_kind);
+        } else {
+          note_check(std::move(buffer), r.message, r.check_kind);
+        }
         any_check = true;
         break;
     }

@@ -73,7 +73,7 @@ void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t
   }
   if (index < 0) {
     StorageBuffer& s = storage_buffer(t);
-    if (s.state() == StorageState::Ready && hlo::bit_width(s.dtype) != hlo::bit_width(dtype)) read_buffer(s, dtype);
+    if (s.state() != StorageState::Unwritten && hlo::bit_width(s.dtype) != hlo::bit_width(dtype)) read_buffer(s, dtype);
     bool unwritten = s.state() == StorageState::Unwritten;
     if (unwritten) settle_unwritten_layout(s, t, dtype);
     index = static_cast<int>(call.storages.size());

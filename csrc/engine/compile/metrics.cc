@@ -68,7 +68,7 @@ std::map<std::string, int64_t> op_counts() {
 
 void reset_metrics() {
   Metrics& m = metrics();
-  m.ops_run = 0; m.compiles = 0; m.compile_time_us = 0; m.memory_cache_hits = 0;
+  m.ops_run = 0; m.launches = 0; m.compiles = 0; m.compile_time_us = 0; m.memory_cache_hits = 0;
   m.disk_cache_hits = 0; m.disk_cache_writes = 0; m.disk_cache_corrupt = 0; m.host_to_device_bytes = 0;
   m.device_to_host_bytes = 0;
   m.aot_ops_run = 0; m.aot_ops_estimated = 0; m.aot_estimated_ps = 0; m.aot_roofline_ps = 0;

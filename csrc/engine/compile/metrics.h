@@ -10,6 +10,7 @@ namespace tpu::engine {
 
 struct Metrics {
   std::atomic<int64_t> ops_run{0};
+  std::atomic<int64_t> launches{0};  // executables launched (an op in strict eager, a graph, a fused program)
   std::atomic<int64_t> compiles{0};
   std::atomic<int64_t> compile_time_us{0};
   std::atomic<int64_t> memory_cache_hits{0};

@@ -9,6 +9,7 @@
 
 #include "engine/device/allocator.h"
 #include "engine/device/dtypes.h"
+#include "engine/device/pending_ops.h"
 #include "engine/device/runtime.h"
 
 namespace tpu::engine {
@@ -20,6 +21,9 @@ const std::shared_ptr<pjrt::Buffer>& StorageBuffer::buffer() const {
 
 void StorageBuffer::set(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
                         std::vector<int64_t> buffer_dims) {
+  // Recorded ops may read the old buffer: they run first (a no-op inside their own flush).
+  flush_pending_ops("buffer replaced");
+  pending = false;
   shards.clear();
   if (buffer) shards.push_back(std::move(buffer));
   dtype = buffer_dtype;
@@ -57,8 +61,9 @@ std::vector<int64_t> dense_layout(c10::IntArrayRef sizes) {
 }
 
 std::shared_ptr<pjrt::Buffer> read_buffer(StorageBuffer& s, hlo::DType dtype) {
+  if (s.pending) flush_pending_ops("read");
   const auto& client = runtime().client();
-  if (s.state() == StorageState::Unwritten) {
+  if (s.shards.empty()) {  // unwritten (a pending one only inside its own flush: its old state)
     std::vector<uint8_t> zeros(s.nbytes, 0);
     std::vector<int64_t> dims = s.layout_set ? s.dims : std::vector<int64_t>{s.numel_of(dtype)};
     if (program::Layout{dims}.numel() != s.numel_of(dtype)) dims = {s.numel_of(dtype)};
@@ -89,9 +94,29 @@ at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_d
   return t;
 }
 
+at::Tensor pending_tensor(hlo::DType buffer_dtype, std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
+                          c10::IntArrayRef strides, c10::ScalarType dtype, int device) {
+  size_t nbytes = static_cast<size_t>(program::Layout{buffer_dims}.numel()) * hlo::bit_width(buffer_dtype) / 8;
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(device, nbytes),
+                       tpu_allocator(), /*resizable=*/true);
+  StorageBuffer& s = storage_buffer(storage);
+  s.dtype = buffer_dtype;
+  s.dims = std::move(buffer_dims);
+  s.layout_set = true;
+  s.pending = true;
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                    c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  return t;
+}
+
 void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   StorageBuffer& old = storage_buffer(storage);
   if (nbytes == old.nbytes) return;
+  // Recorded ops may read this storage's bytes (fused eager): they run before it is replaced. An
+  // empty storage has none (an out= tensor an op is about to fill).
+  if (old.nbytes > 0 || old.pending) flush_pending_ops("resize");
   size_t kept = std::min(nbytes, old.nbytes);
   // First the device allocation: past the device's memory it raises torch.OutOfMemoryError.
   c10::DataPtr data = allocate_on(old.device, nbytes);

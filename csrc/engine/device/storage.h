@@ -2,7 +2,8 @@
 // storage's state and layout.
 //
 //   state   Unwritten (no buffer: reads see zeros) | Ready (one buffer per shard) | Pending
-//           (reserved for fused eager: a value still being assembled; nothing produces it yet)
+//           (fused eager: a recorded op writes it; dtype and dims are already those of the
+//           result, and reading or replacing the buffer first runs the recorded ops)
 //   layout  the buffer's dims: Shaped (the dense N-D shape of the tensor that produced it) or
 //           Flat (numel); see program/layout.h and docs/layout.md for why shaped is the default
 //   sharding  empty for a single-device storage (the seam for SPMD storages)
@@ -42,8 +43,12 @@ struct StorageBuffer {
   // attention mask [.., L, L] over a [.., C, C] bucket): the strides of those two dims, outer
   // first (padded_capacity holds C, padded_stride stays 0). 0 when not.
   int64_t square_outer_stride = 0, square_inner_stride = 0;
+  bool pending = false;  // a recorded op (engine/fused) writes it; cleared when its buffer is set
 
-  StorageState state() const { return shards.empty() ? StorageState::Unwritten : StorageState::Ready; }
+  StorageState state() const {
+    if (pending) return StorageState::Pending;
+    return shards.empty() ? StorageState::Unwritten : StorageState::Ready;
+  }
   const std::shared_ptr<pjrt::Buffer>& buffer() const;  // the single-device buffer (or null)
   int64_t numel_of(hlo::DType t) const { return static_cast<int64_t>(nbytes * 8 / hlo::bit_width(t)); }
   int64_t numel() const { return numel_of(dtype); }
@@ -62,7 +67,8 @@ program::LayoutPolicy layout_policy();
 // The layout a new buffer of a dense tensor with `sizes` gets under the policy.
 std::vector<int64_t> dense_layout(c10::IntArrayRef sizes);
 
-// Returns the storage's buffer viewed with `dtype` elements, creating zeros if unwritten.
+// Returns the storage's buffer viewed with `dtype` elements, creating zeros if unwritten; a
+// Pending storage's recorded ops run first.
 // A dtype of another width than the buffer's is re-typed through the host (rare: .view(dtype))
 // and becomes flat.
 std::shared_ptr<pjrt::Buffer> read_buffer(StorageBuffer& s, hlo::DType dtype);
@@ -77,5 +83,10 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
 at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
                        std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
                        c10::IntArrayRef strides, c10::ScalarType dtype, int device);
+
+// A new tpu tensor of `sizes`/`strides`/`dtype` whose storage is Pending: a recorded op
+// (engine/fused) will write it as a buffer of `buffer_dims` `buffer_dtype` elements.
+at::Tensor pending_tensor(hlo::DType buffer_dtype, std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
+                          c10::IntArrayRef strides, c10::ScalarType dtype, int device);
 
 }  // namespace tpu::engine

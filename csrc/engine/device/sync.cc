@@ -1,7 +1,10 @@
 #include "engine/device/sync.h"
 
+#include "engine/device/pending_ops.h"
+
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <vector>
 #include <map>
@@ -17,20 +20,40 @@ struct PendingCheck {
   std::string message;
   hlo::CheckKind kind;
 };
-thread_local std::vector<PendingCheck> t_checks;  // this thread's unread flags
+// Each thread's unread flags. A table rather than thread_local storage: a fused program run by
+// one thread may hold the checks of ops another thread recorded.
+std::mutex g_checks_mu;
+std::map<std::thread::id, std::vector<PendingCheck>> g_checks;
 }  // namespace
 
 // A program that never reads back would accumulate flags forever: past this many, read them.
 constexpr size_t kMaxPendingChecks = 1024;
 
+void note_check_for(std::thread::id owner, std::shared_ptr<pjrt::Buffer> failed_flag, std::string message,
+                    hlo::CheckKind kind) {
+  size_t pending = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_checks_mu);
+    auto& checks = g_checks[owner];
+    checks.push_back({std::move(failed_flag), std::move(message), kind});
+    pending = checks.size();
+  }
+  if (pending > kMaxPendingChecks && owner == std::this_thread::get_id()) raise_failed_checks();
+}
+
 void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message, hlo::CheckKind kind) {
-  t_checks.push_back({std::move(failed_flag), std::move(message), kind});
-  if (t_checks.size() > kMaxPendingChecks) raise_failed_checks();
+  note_check_for(std::this_thread::get_id(), std::move(failed_flag), std::move(message), kind);
 }
 
 void raise_failed_checks() {
   std::vector<PendingCheck> checks;
-  checks.swap(t_checks);
+  {
+    std::lock_guard<std::mutex> lock(g_checks_mu);
+    auto it = g_checks.find(std::this_thread::get_id());
+    if (it == g_checks.end()) return;
+    checks.swap(it->second);
+    g_checks.erase(it);
+  }
   for (const PendingCheck& check : checks) {
     uint8_t failed = 0;
     check.flag->to_host(&failed, 1);
@@ -48,6 +71,7 @@ void note_pending(int device, std::shared_ptr<pjrt::Event> done) {
 }
 
 void synchronize_device(int device) {
+  flush_pending_ops("synchronize");
   std::shared_ptr<pjrt::Event> newest;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -60,6 +84,7 @@ void synchronize_device(int device) {
 }
 
 void synchronize_all() {
+  flush_pending_ops("synchronize");
   raise_failed_checks();
   std::vector<int> devices;
   {
@@ -69,12 +94,22 @@ void synchronize_all() {
   for (int d : devices) synchronize_device(d);
 }
 
-bool launch_blocking() {
-  static const bool enabled = [] {
+namespace {
+std::atomic<bool>& blocking() {
+  static std::atomic<bool> enabled{[] {
     const char* v = std::getenv("TPU_LAUNCH_BLOCKING");
     return v != nullptr && std::string(v) == "1";
-  }();
+  }()};
   return enabled;
+}
+}  // namespace
+
+bool launch_blocking() { return blocking().load(std::memory_order_relaxed); }
+
+void set_launch_blocking(bool enabled) {
+  // Leaving the debug mode keeps TPU_LAUNCH_BLOCKING=1 when the environment asked for it.
+  const char* v = std::getenv("TPU_LAUNCH_BLOCKING");
+  blocking().store(enabled || (v != nullptr && std::string(v) == "1"));
 }
 
 }  // namespace tpu::engine

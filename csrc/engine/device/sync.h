@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "hlo/builder.h"
 #include "pjrt/buffer.h"
@@ -20,9 +21,14 @@ void synchronize_all();
 // another thread's unrelated sync). raise_failed_checks() reads every pending flag of this
 // thread and throws the first failure as the exception `kind` names.
 void note_check(std::shared_ptr<pjrt::Buffer> failed_flag, std::string message, hlo::CheckKind kind);
+// The same for the op of another thread (fused eager runs ops recorded by several threads).
+void note_check_for(std::thread::id owner, std::shared_ptr<pjrt::Buffer> failed_flag, std::string message,
+                    hlo::CheckKind kind);
 void raise_failed_checks();
 
-// TPU_LAUNCH_BLOCKING=1: wait after every op so errors surface at the op that caused them.
+// TPU_LAUNCH_BLOCKING=1 (or the debug eager mode): wait after every op so errors surface at the
+// op that caused them.
 bool launch_blocking();
+void set_launch_blocking(bool blocking);
 
 }  // namespace tpu::engine

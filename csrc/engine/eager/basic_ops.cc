@@ -20,6 +20,7 @@
 #include "engine/device/dtypes.h"
 #include "engine/device/host_read_rate.h"
 #include "engine/device/runtime.h"
+#include "engine/device/pending_ops.h"
 #include "engine/device/storage.h"
 #include "engine/device/sync.h"
 #include "engine/eager/boxed_kernel.h"
@@ -63,6 +64,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
     out._set_neg(src.is_neg());
     return out;
   }
+  flush_pending_ops("host read");  // fused eager: recorded ops run, and their device assertions count
   raise_failed_checks();
   note_host_read(src.numel());
   StorageBuffer& storage = storage_buffer(src);

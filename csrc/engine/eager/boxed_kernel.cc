@@ -11,11 +11,14 @@
 #include "engine/call/op_call.h"
 #include "engine/call/recompile_log.h"
 #include "engine/call/user_errors.h"
+#include "engine/device/sync.h"
 #include "engine/eager/fallback.h"
 #include "engine/eager/launch.h"
 #include "engine/eager/op_adapters.h"
 #include "engine/eager/plan.h"
 #include "engine/eager/plan_cache.h"
+#include "engine/fused/eager_mode.h"
+#include "engine/fused/fused_stream.h"
 #include "engine/growing/growing_dims.h"
 #include "lowering/registry.h"
 
@@ -37,6 +40,28 @@ PlanCache& plans() {
   return cache;
 }
 
+// Fused eager: records the call instead of launching it when its signature can be recorded.
+// False leaves the call to the strict path (which also resizes out= tensors and falls back).
+bool try_record(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args, OpCall& call) {
+  std::shared_ptr<const FusedOp> fused = find_fused_op(call.key);
+  if (!fused) {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(std::max(call.device, 0))));
+    try {
+      fused = build_fused_op(op, *stack, num_args, call, rule_for(op.schema().operator_name()));
+    } catch (const OutputsNeedResize&) {
+      return false;
+    } catch (const lowering::NotLowerable&) {
+      fused = std::make_shared<FusedOp>();  // the CPU runs it: not recordable
+    } catch (...) {
+      rethrow_as_user_error(c10::toString(op.schema().operator_name()));
+    }
+    insert_fused_op(call.key, fused);
+  }
+  if (!can_record(call, *fused)) return false;
+  record_op(op, stack, num_args, std::move(call), std::move(fused));
+  return true;
+}
+
 }  // namespace
 
 void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
@@ -56,6 +81,8 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
     return;
   }
+  // TPU_LAUNCH_BLOCKING=1 stops at the op that fails: nothing is recorded.
+  if (eager_mode() == EagerMode::Fused && !launch_blocking() && try_record(op, stack, num_args, call)) return;
   std::shared_ptr<Plan> plan = plans().find(call.key);
   if (!plan) {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(call.device)));
@@ -166,6 +193,7 @@ std::vector<std::string> register_lowered_ops() {
 
 std::vector<std::pair<std::string, int64_t>> plan_run_counts() {
   std::map<std::string, int64_t> by_op = plans().runs_by_op();
+  for (const auto& [op, runs] : fused_runs_by_op()) by_op[op] += runs;  // recorded by fused eager
   return {by_op.begin(), by_op.end()};
 }
 

@@ -23,30 +23,28 @@ DType scalar_param_dtype(const ScalarRef& s, DType compute) {
 
 class Assembler {
  public:
-  Assembler(const OpCall& call, const std::string& label) : call_(call), p_(label) {}
+  Assembler(program::Program& p, const OpCall& call, const OpPlacement& placement)
+      : call_(call), p_(p), placement_(placement) {}
 
   program::Program& program() { return p_; }
 
   void bind(DType compute) {
-    for (size_t s = 0; s < call_.storages.size(); ++s) {
-      slots_.push_back(p_.storage(slot_of(call_.storages[s], static_cast<int>(s))));
-    }
     for (size_t s = 0; s < call_.scalars.size(); ++s) {
-      scalars_.push_back(p_.scalar(scalar_param_dtype(call_.scalars[s], compute), static_cast<int>(s)));
+      scalars_.push_back(p_.scalar(scalar_param_dtype(call_.scalars[s], compute), placement_.scalar_base + static_cast<int>(s)));
     }
   }
 
   Value read(int tensor_index) {
     const TensorRef& t = call_.tensors[tensor_index];
     if (t.storage < 0) return scalars_.at(t.scalar);
-    Value v = p_.read(slots_[t.storage], view_of(t, tensor_index));
+    Value v = p_.read(placement_.slots.at(t.storage), view_of(t, placement_.tensor_base + tensor_index));
     if (t.runtime_dim >= 0) v = hlo::with_runtime_size(p_.builder(), v, t.runtime_dim, scalars_.at(t.runtime_length));
     return v;
   }
 
   void write(int tensor_index, Value value) {
     const TensorRef& t = call_.tensors[tensor_index];
-    p_.write(slots_[t.storage], view_of(t, tensor_index), value);
+    p_.write(placement_.slots.at(t.storage), view_of(t, placement_.tensor_base + tensor_index), value);
   }
 
   // Schema-normalised rule arguments, from where OpCall found each argument's values.
@@ -127,44 +125,55 @@ class Assembler {
 
  private:
   const OpCall& call_;
-  program::Program p_;
-  std::vector<int> slots_;
+  program::Program& p_;
+  const OpPlacement& placement_;
   std::vector<Value> scalars_;
 };
 
 }  // namespace
 
-program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                                    size_t num_args, const OpCall& call, const OpOutputs& outputs,
-                                    const lowering::Rule& rule, const std::string& label) {
-  Assembler a(call, label);
+std::vector<Value> apply_op(program::Program& p, const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                            size_t num_args, const OpCall& call, const OpOutputs& outputs,
+                            const lowering::Rule& rule, const OpPlacement& placement) {
+  Assembler a(p, call, placement);
   a.bind(outputs.compute_dtype);
   const OpAdapter* adapter = find_adapter(op.operator_name());
   Value rng;
-  if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = a.program().rng_key();
+  if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = p.rng_key();
   std::vector<Arg> args = a.rule_args(op.schema(), stack, num_args);
   std::vector<std::optional<program::Type>> out_types;
   for (const Target& t : outputs.targets) {
     out_types.push_back(t.undefined ? std::nullopt : std::optional<program::Type>(program::Type(to_hlo(t.dtype), t.sizes)));
   }
-  std::vector<Value> results = a.program().apply(rule, std::move(args), out_types, outputs.compute_dtype, rng);
+  std::vector<Value> results = p.apply(rule, std::move(args), out_types, outputs.compute_dtype, rng);
   bool runtime_sized = std::any_of(call.tensors.begin(), call.tensors.end(),
                                    [](const TensorRef& t) { return t.runtime_dim >= 0; });
   if (runtime_sized) {
     for (Value& v : results) {
-      if (v.valid()) v = hlo::static_result(a.program().builder(), v);
+      if (v.valid()) v = hlo::static_result(p.builder(), v);
     }
   }
   for (size_t r = 0; r < results.size(); ++r) {
     const Target& t = outputs.targets[r];
-    if (t.undefined) continue;
-    if (t.functional) {
-      a.program().output(results[r], static_cast<int>(r), t.memory_order, layout_policy());
-    } else {
-      a.write(t.tensor, results[r]);
-    }
+    if (!t.undefined && !t.functional) a.write(t.tensor, results[r]);
   }
-  return a.program().finish();
+  return results;
+}
+
+program::Module assemble_op_program(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                    size_t num_args, const OpCall& call, const OpOutputs& outputs,
+                                    const lowering::Rule& rule, const std::string& label) {
+  program::Program p(label);
+  OpPlacement placement;
+  for (size_t s = 0; s < call.storages.size(); ++s) {
+    placement.slots.push_back(p.storage(slot_of(call.storages[s], static_cast<int>(s))));
+  }
+  std::vector<Value> results = apply_op(p, op, stack, num_args, call, outputs, rule, placement);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const Target& t = outputs.targets[r];
+    if (!t.undefined && t.functional) p.output(results[r], static_cast<int>(r), t.memory_order, layout_policy());
+  }
+  return p.finish();
 }
 
 }  // namespace tpu::engine

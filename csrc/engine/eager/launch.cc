@@ -18,6 +18,11 @@ void launch(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack,
                               t.dtype, call.device);
   }
 
+  push_returns(o, op, stack, num_args, call, produced);
+}
+
+void push_returns(const OpOutputs& o, const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                  size_t num_args, const OpCall& call, const std::vector<at::Tensor>& produced) {
   size_t first = stack->size() - num_args;
   std::vector<c10::IValue> inputs;
   if (!o.returns_written_args) inputs.assign(stack->begin() + first, stack->end());

@@ -11,6 +11,11 @@
 
 namespace tpu::engine {
 
+// Replaces the op's arguments on the stack by its returns: `produced` holds the new tensor of
+// each functional target (written arguments are returned as themselves).
+void push_returns(const OpOutputs& outputs, const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                  size_t num_args, const OpCall& call, const std::vector<at::Tensor>& produced);
+
 void launch(Plan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args,
             const OpCall& call);
 

@@ -27,16 +27,22 @@ bool touches_float8(const OpCall& call, const OpOutputs& outputs) {
 
 }  // namespace
 
+OpOutputs plan_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args,
+                       const OpCall& call, const std::string& rule_name) {
+  OpOutputs outputs = op_outputs(op, stack, num_args, call);
+  // PyTorch's CPU kernels implement few ops for float8 and raise for the rest: only the rules
+  // that move, convert or multiply float8 values take them; other calls run there.
+  if (!lowering::lowers_float8(rule_name) && touches_float8(call, outputs)) {
+    throw lowering::NotLowerable(rule_name + " of float8 values");
+  }
+  return outputs;
+}
+
 std::shared_ptr<Plan> build_plan(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                  size_t num_args, const OpCall& call, const std::string& rule_name) {
   auto plan = std::make_shared<Plan>();
   plan->module.label = op_label(op);
-  plan->outputs = op_outputs(op, stack, num_args, call);
-  // PyTorch's CPU kernels implement few ops for float8 and raise for the rest: only the rules
-  // that move, convert or multiply float8 values take them; other calls run there.
-  if (!lowering::lowers_float8(rule_name) && touches_float8(call, plan->outputs)) {
-    throw lowering::NotLowerable(rule_name + " of float8 values");
-  }
+  plan->outputs = plan_outputs(op, stack, num_args, call, rule_name);
   const lowering::Rule* rule = lowering::find_rule(rule_name);
   TORCH_INTERNAL_ASSERT(rule != nullptr, "no lowering rule ", rule_name);
   compile_module(plan->module, assemble_for_targets([&] {

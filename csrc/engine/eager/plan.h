@@ -20,6 +20,11 @@ struct Plan {
 // "add.Tensor"
 std::string op_label(const c10::OperatorHandle& op);
 
+// The call's outputs (op_outputs), refusing float8 operands the rule does not lower (throws
+// lowering::NotLowerable: they run on the CPU).
+OpOutputs plan_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args,
+                       const OpCall& call, const std::string& rule_name);
+
 // Lowers the call into a one-op Program and compiles it. Throws OutputsNeedResize,
 // lowering::NotLowerable, the rule's errors (call/user_errors.h translates them) or a user
 // error (c10::Error).

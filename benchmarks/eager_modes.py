@@ -1,0 +1,161 @@
+"""Strict eager vs fused eager vs torch.compile(backend="tpu"), same process, same machine.
+
+Run: `make bench-eager` (or .venv/bin/python benchmarks/eager_modes.py [--quick]). Three
+workloads (an MLP training step, an MMDiT block, tiny-Llama generate with a DynamicCache) x
+{strict, fused, compiled}: executable launches per call, host time per call (until the call
+returns, before waiting for the device), XLA:CPU wall time per call (interleaved rounds,
+benchmarks/timing.py) and, with libtpu installed, libtpu's v6e estimate of what one call ran,
+alone and with a stated per-launch cost added. The `tpu` device here is XLA:CPU: its times
+say nothing about a TPU's; the v6e columns are libtpu's cost model, not a measurement.
+"""
+import argparse
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TORCH_TPU_QUIET", "1")
+os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="tpu_bench_eager_"))
+if importlib.util.find_spec("libtpu") and "TORCH_TPU_AOT_CHECK" not in os.environ:
+    os.environ["TORCH_TPU_AOT_CHECK"] = "v6e:1x1"
+
+import torch  # noqa: E402
+
+import torch_tpu  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads  # noqa: E402
+from timing import interleaved, ratio, steady, sync  # noqa: E402
+from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
+
+# What a TPU adds per executable launch on top of libtpu's estimate of the executable itself
+# (host enqueue through PJRT plus the device's program start). An assumption, stated in the
+# table; libtpu's cost model has no launch term.
+LAUNCH_US = 10.0
+MODES = ["strict", "fused", "compiled"]
+
+
+def in_mode(mode, fn):
+    eager = "strict" if mode == "compiled" else mode
+
+    def run():
+        with torch.tpu.eager_mode(eager):
+            return fn()
+    return run
+
+
+def mlp_step(compiled):
+    model = workloads.mlp().to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    fwd = torch.compile(model, backend="tpu") if compiled else model
+    step = torch.compile(opt.step, backend="tpu") if compiled else opt.step
+    x, y = torch.randn(64, 256).to("tpu"), torch.randint(0, 10, (64,)).to("tpu")
+
+    def run():
+        loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        step()
+    return run
+
+
+def mmdit(compiled):
+    block = workloads.mmdit_block().to("tpu")
+    fn = torch.compile(block, backend="tpu", fullgraph=True, dynamic=False) if compiled else block
+    inputs = [t.to("tpu") for t in workloads.mmdit_inputs()]
+
+    def run():
+        with torch.no_grad():
+            fn(*inputs)
+    return run
+
+
+def generate(compiled, tokens):
+    """generate() of `tokens` tokens: eager with the default DynamicCache; compiled is
+    Transformers' own auto-compiled decode step over a StaticCache (a DynamicCache step is not
+    compiled by Transformers)."""
+    import transformers
+
+    model = workloads.tiny_llama().to("tpu")
+    ids = torch.tensor([[1, 17, 42, 7, 99, 3, 250, 11]]).to("tpu")
+    kwargs = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, attention_mask=torch.ones_like(ids))
+    if compiled:
+        config = transformers.CompileConfig(backend="tpu", dynamic=False, mode="default")
+        config._compile_all_devices = True
+        kwargs.update(cache_implementation="static", compile_config=config)
+    else:
+        kwargs.update(disable_compile=True)
+
+    def run():
+        model.generate(ids, **kwargs)
+    return run
+
+
+def launches_and_host(run, calls=3):
+    """(launches per call, host seconds per call until the call returned)."""
+    before = torch_tpu._C._cache_stats()["launches"]
+    host = 0.0
+    for _ in range(calls):
+        start = time.perf_counter()
+        run()
+        host += time.perf_counter() - start
+        sync("tpu")
+    return (torch_tpu._C._cache_stats()["launches"] - before) / calls, host / calls
+
+
+def v6e_us(mode, run):
+    if mode == "compiled":
+        torch_tpu.compile.stats.executables.clear()
+        run()
+        sync("tpu")
+        graphs = compiled_graphs_us()
+        return graphs[0] if graphs else None
+    est = eager_call_us(run)
+    return est["us"] if est else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and tokens")
+    args = parser.parse_args()
+    tokens = 8 if args.quick else 16
+    rounds = 3 if args.quick else 5
+    table = [
+        ("MLP training step (fw+bw+AdamW)", mlp_step, 1),
+        ("MMDiT block forward (2x(256+77) tokens, d=256)", mmdit, 1),
+        (f"tiny Llama generate, per token ({tokens} tokens)", lambda c: generate(c, tokens), tokens),
+    ]
+    print(f"device: tpu on {torch_tpu._C._platform_name()}; torch {torch.__version__}; "
+          f"v6e columns: libtpu's estimate, then with {LAUNCH_US:.0f} us per launch added")
+    print("| workload | mode | launches/call | host ms/call | XLA:CPU ms/call | vs strict | v6e est. us | v6e +launch us |")
+    print("|---|---|---|---|---|---|---|---|")
+    for title, make, per in table:
+        torch._dynamo.reset()
+        runs, facts = {}, {}
+        for mode in MODES:
+            run = in_mode(mode, make(mode == "compiled"))
+            run()  # compiles
+            sync("tpu")
+            run()
+            sync("tpu")
+            before = torch_tpu._C._fused_stats()["compiles"]
+            launches, host = launches_and_host(run)
+            steady_compiles = torch_tpu._C._fused_stats()["compiles"] - before
+            facts[mode] = (launches, host, v6e_us(mode, run), steady_compiles)
+            runs[mode] = (run, "tpu")
+        samples = interleaved(runs, iters=1, rounds=rounds)
+        for mode in MODES:
+            launches, host, est, steady_compiles = facts[mode]
+            wall = steady(samples[mode]) * 1e3 / per
+            speed = ratio(samples["strict"], samples[mode])
+            est_s = f"{est / per:.1f}" if est is not None else "n/a"
+            with_launch = f"{(est + launches * LAUNCH_US) / per:.1f}" if est is not None else "n/a"
+            note = f" ({steady_compiles} steady compiles)" if mode == "fused" else ""
+            print(f"| {title} | {mode}{note} | {launches / per:.1f} | {host * 1e3 / per:.2f} | {wall:.2f} | "
+                  f"{speed:.2f}x | {est_s} | {with_launch} |", flush=True)
+    print(torch_tpu.metrics.report())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+// The eager mode: strict (one executable launch per op), fused (ops recorded into one program,
+// run at the next host read, sync, strict op or loop boundary: engine/fused/fused_stream.h) and
+// debug (strict, and every launch waits: errors surface at the op, as TPU_LAUNCH_BLOCKING=1).
+// TORCH_TPU_EAGER_MODE sets it at start; torch.tpu.set_eager_mode changes it.
+#pragma once
+
+#include <string>
+
+namespace tpu::engine {
+
+enum class EagerMode { Strict, Fused, Debug };
+
+EagerMode eager_mode();
+// Runs the ops recorded so far, then switches.
+void set_eager_mode(EagerMode mode);
+std::string eager_mode_name(EagerMode mode);
+// "strict" | "fused" | "debug"; anything else raises a ValueError naming the choices.
+EagerMode parse_eager_mode(const std::string& name);
+
+}  // namespace tpu::engine

@@ -1,0 +1,433 @@
+#include "engine/fused/fused_stream.h"
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/call/compiled_module.h"
+#include "engine/call/program_binding.h"
+#include "engine/call/target_modules.h"
+#include "engine/compile/metrics.h"
+#include "engine/device/dtypes.h"
+#include "engine/device/pending_ops.h"
+#include "engine/device/storage.h"
+#include "engine/eager/eager_program.h"
+#include "engine/eager/launch.h"
+#include "engine/eager/op_adapters.h"
+#include "engine/eager/plan.h"
+
+namespace tpu::engine {
+namespace {
+
+// ---- per-signature records ------------------------------------------------------------------
+
+std::mutex g_ops_mu;
+std::unordered_map<std::vector<int64_t>, std::shared_ptr<const FusedOp>, VecHash> g_ops;
+constexpr size_t kMaxFusedOps = 8192;  // signatures; past it the table starts again
+
+// ---- the stream -----------------------------------------------------------------------------
+
+// A storage the stream touches, made by a recorded op or from outside. Storages are held weakly,
+// so that freeing a tensor frees its storage (memory statistics, use counts) as in strict mode;
+// an outside storage's buffer is held instead, for the ops that read it. A storage that died
+// before the run is not written out.
+struct StreamStorage {
+  StorageRef ref;  // buffer, dtype and unwritten state when the stream first touched it
+  bool made_here = false;
+  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> weak;
+  std::shared_ptr<pjrt::Buffer> buffer;  // outside storages: their buffer (null if unwritten)
+  std::vector<int64_t> dims;             // the buffer's layout
+};
+
+struct RecordedOp {
+  std::optional<c10::OperatorHandle> op;  // a copy: the caller's handle may be a temporary
+  std::shared_ptr<const FusedOp> fused;
+  std::vector<c10::IValue> args;  // the op's arguments with tensors dropped (the call has them)
+  OpCall call;                    // tensors are metadata-only shells: no storage is kept alive
+  std::vector<int> storage;       // the call's storage -> stream storage
+  std::vector<int> made;          // per target: the stream storage a functional result makes, or -1
+  int tensor_base = 0, scalar_base = 0;
+  int owner = 0;  // index into Stream::threads: the thread that recorded it
+};
+
+struct Stream {
+  std::vector<std::thread::id> threads;  // the recording threads (device assertions go back to them)
+  std::vector<RecordedOp> ops;
+  std::vector<StreamStorage> storages;
+  std::unordered_map<c10::StorageImpl*, int> index;
+  std::vector<int64_t> key;  // every op's key and storage mapping
+  size_t anchor_hash = 0;  // the signature whose recurrence marks a loop boundary
+  size_t anchor_pos = 0;   // where the anchor was taken
+  int device = -1;
+  int num_tensors = 0, num_scalars = 0;
+};
+
+std::recursive_mutex g_mu;  // the stream and the program cache; a flush may re-enter (allocation)
+Stream g_stream;
+
+struct CachedProgram {
+  std::shared_ptr<CompiledModule> module;
+  std::list<std::vector<int64_t>>::iterator lru;
+};
+std::unordered_map<std::vector<int64_t>, CachedProgram, VecHash> g_programs;
+std::list<std::vector<int64_t>> g_lru;  // most recent first
+
+FusedStats g_stats;
+std::map<std::string, int64_t> g_runs_by_op;  // never reset, like strict plans' run counts
+
+size_t env_size(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  long n = std::strtol(v, nullptr, 10);
+  TORCH_CHECK_VALUE(n > 0, name, " must be a positive integer, got '", v, "'");
+  return static_cast<size_t>(n);
+}
+// Ops per program: past it the stream runs (a long loop body without host reads).
+size_t max_ops() {
+  static const size_t n = env_size("TORCH_TPU_FUSED_MAX_OPS", 2048);
+  return n;
+}
+// Programs kept compiled (each holds an executable).
+size_t max_programs() {
+  static const size_t n = env_size("TORCH_TPU_FUSED_MAX_PROGRAMS", 256);
+  return n;
+}
+// A stream shorter than this does not end at a loop boundary: its first op recurring so soon
+// is an op repeated inside one iteration, not the next iteration.
+constexpr size_t kMinLoopOps = 16;
+// A stream whose anchor has not recurred within this many ops takes the op then recorded as its
+// anchor: a loop's first iteration often starts with a signature that never comes back (an
+// accumulator that was still unwritten), and the next iteration would not end the stream.
+constexpr size_t kReanchorOps = 64;
+
+at::Tensor shell_of(const at::Tensor& t) {
+  auto shell = at::detail::make_tensor<c10::TensorImpl>(c10::DispatchKeySet(c10::DispatchKey::Meta), t.dtype(),
+                                                        t.device());
+  shell.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return shell;
+}
+
+bool holds_tensors(const c10::IValue& v) {
+  if (v.isTensor() || v.isTensorList()) return true;
+  return v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList();
+}
+
+int add_outside_storage(Stream& st, const StorageRef& ref, const at::Tensor& holder) {
+  auto it = st.index.find(ref.impl);
+  if (it != st.index.end()) return it->second;
+  StreamStorage s;
+  s.ref = ref;
+  s.weak = holder.storage().getWeakStorageImpl();
+  s.buffer = ref.buffer->buffer();
+  s.dims = ref.buffer->dims;
+  st.storages.push_back(std::move(s));
+  int index = static_cast<int>(st.storages.size()) - 1;
+  st.index[ref.impl] = index;
+  return index;
+}
+
+std::vector<int64_t> buffer_dims_of(const Target& t) {
+  std::vector<int64_t> dims;
+  for (int64_t d : t.memory_order) dims.push_back(t.sizes[d]);
+  if (layout_policy() == program::LayoutPolicy::Flat) return {program::Layout{dims}.numel()};
+  return dims;
+}
+
+// Leaves every storage the stream would write as it was (their old buffers), after a failed run.
+void abandon(Stream& st) {
+  for (StreamStorage& s : st.storages) {
+    if (c10::intrusive_ptr<c10::StorageImpl> alive = s.weak->lock()) {
+      storage_buffer(c10::Storage(std::move(alive))).pending = false;
+    }
+  }
+}
+
+program::Module assemble_stream(const Stream& st, const std::vector<bool>& dead) {
+  program::Program p("fused program");
+  std::vector<int> slot(st.storages.size(), -1);
+  for (const RecordedOp& r : st.ops) {
+    OpPlacement placement;
+    placement.tensor_base = r.tensor_base;
+    placement.scalar_base = r.scalar_base;
+    for (int k : r.storage) {
+      if (slot[k] < 0) slot[k] = p.storage(slot_of(st.storages[k].ref, k));  // from outside
+      placement.slots.push_back(slot[k]);
+    }
+    p.set_label(r.fused->label);
+    p.set_owner(r.owner);
+    const OpOutputs& o = r.fused->outputs;
+    std::vector<program::Value> results =
+        apply_op(p, *r.op, r.args, r.args.size(), r.call, o, *r.fused->rule, placement);
+    for (size_t t = 0; t < o.targets.size(); ++t) {
+      int k = r.made[t];
+      if (k < 0) continue;
+      const Target& target = o.targets[t];
+      const StreamStorage& s = st.storages[k];
+      program::StorageSlot made;
+      made.binding = k;
+      made.dtype = to_hlo(target.dtype);
+      made.layout = program::Layout{s.dims};
+      made.unwritten = true;
+      slot[k] = p.storage(made);
+      program::View view;
+      view.sizes = target.sizes;
+      view.strides = target.strides;
+      view.dtype = made.dtype;
+      view.access = program::classify(program::Layout{s.dims}, target.sizes, target.strides, 0);
+      p.write(slot[k], view, results[t]);
+    }
+  }
+  for (size_t k = 0; k < dead.size(); ++k) {
+    if (dead[k]) p.discard(static_cast<int>(k));
+  }
+  p.set_label("fused program");
+  return p.finish();
+}
+
+void count_flush(const char* reason) { g_stats.flush_reasons[reason]++; }
+
+void flush_locked(const char* reason) {
+  if (g_stream.ops.empty()) return;
+  Stream st = std::move(g_stream);
+  g_stream = Stream{};
+  set_ops_pending(false);
+  count_flush(reason);
+
+  // Which storages are still alive: the others are not written out. A dead outside storage is
+  // still read, from the buffer the stream kept: a stand-in holds it for the binding.
+  std::vector<c10::intrusive_ptr<c10::StorageImpl>> alive(st.storages.size());
+  std::vector<bool> dead(st.storages.size(), false);
+  std::vector<std::unique_ptr<StorageBuffer>> stand_ins;
+  std::vector<int64_t> key = st.key;
+  key.push_back(-7);  // separates the liveness bits
+  for (size_t k = 0; k < st.storages.size(); ++k) {
+    StreamStorage& s = st.storages[k];
+    alive[k] = s.weak->lock();
+    dead[k] = !alive[k];
+    key.push_back(dead[k]);
+    if (!dead[k]) {
+      // The storage's buffer holder as it is now (an empty storage may have been resized since).
+      s.ref.buffer = &storage_buffer(c10::Storage(alive[k]));
+      continue;
+    }
+    if (s.made_here) {
+      g_stats.dropped_results++;
+      continue;
+    }
+    auto stand_in = std::make_unique<StorageBuffer>();
+    stand_in->device = st.device;
+    if (s.buffer) stand_in->shards.push_back(s.buffer);
+    stand_in->dtype = s.ref.dtype;
+    stand_in->dims = s.dims;
+    stand_in->layout_set = true;
+    s.ref.buffer = stand_in.get();
+    stand_ins.push_back(std::move(stand_in));
+  }
+
+  try {
+    std::shared_ptr<CompiledModule> module;
+    auto found = g_programs.find(key);
+    if (found != g_programs.end()) {
+      module = found->second.module;
+      g_lru.splice(g_lru.begin(), g_lru, found->second.lru);
+      g_stats.cache_hits++;
+    } else {
+      auto start = std::chrono::steady_clock::now();
+      module = std::make_shared<CompiledModule>();
+      module->label = "fused program (" + std::to_string(st.ops.size()) + " ops, " + st.ops.front().fused->label +
+                      " ... " + st.ops.back().fused->label + ")";
+      compile_module(*module, assemble_for_targets([&] { return assemble_stream(st, dead); }), st.device,
+                     /*keep_text=*/false);
+      g_stats.compiles++;
+      g_stats.compile_time_us +=
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+      if (g_programs.size() >= max_programs()) {
+        g_programs.erase(g_lru.back());
+        g_lru.pop_back();
+      }
+      g_lru.push_front(key);
+      g_programs[key] = CachedProgram{module, g_lru.begin()};
+    }
+
+    // The stream's bindings as one call: its storages, every op's tensors and scalars in order.
+    OpCall merged;
+    merged.device = st.device;
+    for (const StreamStorage& s : st.storages) merged.storages.push_back(s.ref);
+    for (const RecordedOp& r : st.ops) {
+      for (TensorRef t : r.call.tensors) {
+        if (t.storage >= 0) t.storage = r.storage[t.storage];
+        if (t.scalar >= 0) t.scalar += r.scalar_base;
+        merged.tensors.push_back(std::move(t));
+      }
+      merged.scalars.insert(merged.scalars.end(), r.call.scalars.begin(), r.call.scalars.end());
+    }
+    run_module(*module, merged, /*random_draws=*/1, /*num_outputs=*/0, &st.threads);
+    metrics().ops_run += static_cast<int64_t>(st.ops.size());
+    g_stats.programs_run++;
+    g_stats.ops_recorded += static_cast<int64_t>(st.ops.size());
+    for (const RecordedOp& r : st.ops) g_runs_by_op[r.fused->label]++;
+  } catch (...) {
+    abandon(st);
+    throw;
+  }
+}
+
+void flush_hook(const char* reason) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  flush_locked(reason);
+}
+
+const bool g_installed = (install_pending_flusher(&flush_hook), true);
+
+}  // namespace
+
+std::shared_ptr<const FusedOp> find_fused_op(const std::vector<int64_t>& key) {
+  std::lock_guard<std::mutex> lock(g_ops_mu);
+  auto it = g_ops.find(key);
+  return it == g_ops.end() ? nullptr : it->second;
+}
+
+void insert_fused_op(const std::vector<int64_t>& key, std::shared_ptr<const FusedOp> op) {
+  std::lock_guard<std::mutex> lock(g_ops_mu);
+  if (g_ops.size() >= kMaxFusedOps) g_ops.clear();
+  g_ops[key] = std::move(op);
+}
+
+std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                              size_t num_args, const OpCall& call, const std::string& rule_name) {
+  auto fused = std::make_shared<FusedOp>();
+  fused->label = op_label(op);
+  fused->outputs = plan_outputs(op, stack, num_args, call, rule_name);
+  fused->rule = lowering::find_rule(rule_name);
+  TORCH_INTERNAL_ASSERT(fused->rule != nullptr, "no lowering rule ", rule_name);
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  bool random = call.wants_generator || (adapter != nullptr && adapter->draws_random_bits);
+  bool empty = false;
+  for (const Target& t : fused->outputs.targets) {
+    if (!t.undefined && c10::multiply_integers(t.sizes) == 0) empty = true;
+  }
+  // Random ops run strict so that every draw takes its keys in the CPU's order; empty results
+  // have no buffer to write.
+  fused->recordable = !random && !empty;
+  // The op alone, assembled once: a rule's error is raised here, at the op, not at the flush.
+  if (fused->recordable) (void)assemble_op_program(op, stack, num_args, call, fused->outputs, *fused->rule, fused->label);
+  return fused;
+}
+
+bool can_record(const OpCall& call, const FusedOp& op) {
+  if (!op.recordable || call.device < 0) return false;
+  for (const TensorRef& t : call.tensors) {
+    if (t.runtime_dim >= 0) return false;
+  }
+  for (const StorageRef& s : call.storages) {
+    if (!s.buffer->sharding.empty()) return false;
+  }
+  return true;
+}
+
+void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args, OpCall call,
+               std::shared_ptr<const FusedOp> fused) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  size_t op_hash = VecHash()(call.key);
+  if (!g_stream.ops.empty()) {
+    if (g_stream.device != call.device) flush_locked("device change");
+    else if (g_stream.ops.size() >= max_ops()) flush_locked("op limit");
+    else if (g_stream.ops.size() >= kMinLoopOps && g_stream.ops.size() > g_stream.anchor_pos &&
+             op_hash == g_stream.anchor_hash) flush_locked("loop boundary");
+  }
+  Stream& st = g_stream;
+  if (st.ops.empty()) {
+    st.device = call.device;
+    st.anchor_hash = op_hash;
+    st.anchor_pos = 0;
+  } else if (st.ops.size() - st.anchor_pos >= kReanchorOps) {
+    st.anchor_hash = op_hash;
+    st.anchor_pos = st.ops.size();
+  }
+  RecordedOp r;
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(num_args); it != stack->end(); ++it) {
+    r.args.push_back(holds_tensors(*it) ? c10::IValue() : *it);
+  }
+  r.op = op;
+  r.fused = fused;
+  auto me = std::find(st.threads.begin(), st.threads.end(), std::this_thread::get_id());
+  r.owner = static_cast<int>(me - st.threads.begin());
+  if (me == st.threads.end()) st.threads.push_back(std::this_thread::get_id());
+  r.tensor_base = st.num_tensors;
+  r.scalar_base = st.num_scalars;
+  st.key.push_back(static_cast<int64_t>(call.key.size()));
+  st.key.insert(st.key.end(), call.key.begin(), call.key.end());
+
+  // Storages: the stream's index of each, and what the op writes becomes Pending.
+  const OpOutputs& o = fused->outputs;
+  r.storage.assign(call.storages.size(), -1);
+  for (const TensorRef& t : call.tensors) {
+    if (t.storage >= 0 && r.storage[t.storage] < 0) r.storage[t.storage] = add_outside_storage(st, call.storages[t.storage], t.tensor);
+  }
+  for (int k : r.storage) st.key.push_back(k);
+  for (const Target& t : o.targets) {
+    if (t.undefined || t.functional) continue;
+    const TensorRef& written = call.tensors[t.tensor];
+    StorageBuffer& s = *call.storages[written.storage].buffer;
+    // An unwritten storage takes the element type its first write gives it (its layout is
+    // already settled, call/op_call.cc), as the run will leave it.
+    if (s.state() == StorageState::Unwritten) s.dtype = call.storages[written.storage].dtype;
+    s.pending = true;
+  }
+
+  // New tensors: Pending storages the program will write.
+  std::vector<at::Tensor> produced(o.targets.size());
+  r.made.assign(o.targets.size(), -1);
+  for (size_t i = 0; i < o.targets.size(); ++i) {
+    const Target& t = o.targets[i];
+    if (t.undefined || !t.functional) continue;
+    StreamStorage s;
+    s.made_here = true;
+    s.dims = buffer_dims_of(t);
+    produced[i] = pending_tensor(to_hlo(t.dtype), s.dims, t.sizes, t.strides, t.dtype, call.device);
+    c10::StorageImpl* impl = produced[i].storage().unsafeGetStorageImpl();
+    s.ref = StorageRef{impl, &storage_buffer(produced[i]), to_hlo(t.dtype), /*unwritten=*/true};
+    s.weak = produced[i].storage().getWeakStorageImpl();
+    st.storages.push_back(std::move(s));
+    r.made[i] = static_cast<int>(st.storages.size()) - 1;
+    st.index[impl] = r.made[i];
+  }
+
+  push_returns(o, op, stack, num_args, call, produced);
+
+  // What the program needs later, without keeping any storage alive.
+  for (TensorRef& t : call.tensors) {
+    if (t.storage >= 0) t.tensor = shell_of(t.tensor);
+  }
+  r.call = std::move(call);
+  st.num_tensors += static_cast<int>(r.call.tensors.size());
+  st.num_scalars += static_cast<int>(r.call.scalars.size());
+  st.ops.push_back(std::move(r));
+  set_ops_pending(true);
+}
+
+void flush_fused(const char* reason) { flush_hook(reason); }
+
+FusedStats fused_stats() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_stats;
+}
+
+std::map<std::string, int64_t> fused_runs_by_op() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return g_runs_by_op;
+}
+
+void reset_fused_stats() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_stats = FusedStats{};
+}
+
+}  // namespace tpu::engine

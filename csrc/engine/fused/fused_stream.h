@@ -1,0 +1,64 @@
+// Fused eager: in the fused mode (eager_mode.h) lowered ops are recorded instead of launched.
+// Their new tensors get Pending storages (device/storage.h), and the storages they write become
+// Pending too. The recorded stream runs as one program - assembled from the same rules and
+// Program as strict eager, compiled once per stream signature and cached - when something needs
+// a value: a host read, a buffer replaced, a strict launch (an op that is not recorded, a
+// compiled graph), a sync, a device change, a mode change, a size limit, or the stream reaching
+// a loop boundary (its first op's signature again), so a training or decode loop runs one
+// executable per iteration. Intermediates that died before the run are not written out.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/call/op_call.h"
+#include "engine/eager/op_outputs.h"
+#include "lowering/registry.h"
+
+namespace tpu::engine {
+
+// What recording a call signature needs: its outputs and rule. Built once per signature.
+struct FusedOp {
+  std::string label;  // "add.Tensor"
+  OpOutputs outputs;
+  const lowering::Rule* rule = nullptr;
+  bool recordable = false;  // false: the signature runs strict (random draws, empty results)
+};
+
+// The signature's FusedOp, or null.
+std::shared_ptr<const FusedOp> find_fused_op(const std::vector<int64_t>& key);
+// Builds it the way a strict plan is built (op_outputs, float8 check) and assembles the op alone
+// once, so that a rule's error surfaces at the op's call; throws what build_plan throws.
+std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                              size_t num_args, const OpCall& call, const std::string& rule_name);
+void insert_fused_op(const std::vector<int64_t>& key, std::shared_ptr<const FusedOp> op);
+
+// Whether this call can be recorded (a runtime-sized or sharded operand runs strict).
+bool can_record(const OpCall& call, const FusedOp& op);
+// Records the call and replaces its arguments on the stack by its returns.
+void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args, OpCall call,
+               std::shared_ptr<const FusedOp> fused);
+
+// Runs the recorded ops now; `reason` is counted.
+void flush_fused(const char* reason);
+
+struct FusedStats {
+  int64_t programs_run = 0;      // fused programs launched
+  int64_t ops_recorded = 0;      // ops they ran
+  int64_t compiles = 0;          // stream signatures compiled (the executable cache may still hit)
+  int64_t compile_time_us = 0;
+  int64_t cache_hits = 0;        // flushes that found their program compiled
+  int64_t dropped_results = 0;   // intermediates not written out (dead before the run)
+  std::map<std::string, int64_t> flush_reasons;
+};
+FusedStats fused_stats();
+// Recorded ops that ran, by op ("add.Tensor"), since the process started (as strict plans count).
+std::map<std::string, int64_t> fused_runs_by_op();
+void reset_fused_stats();
+
+}  // namespace tpu::engine
