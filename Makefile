@@ -12,7 +12,7 @@ PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 # The newest CPU PJRT plugin we test against (installed without its jax dependency).
 NEW_CPU_PLUGIN := lammps-jax-pjrt-cpu==0.11.2
 
-.PHONY: setup build wheel test-wheel demo quickstart test test-cpp test-python test-cpu-isa test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full fuzz bench bench-compile bench-llm bench-diffusion bench-projection bench-attention bench-parallel docs clean
+.PHONY: setup build wheel test-wheel demo quickstart test test-cpp test-python test-cpu-isa test-aot-slice test-aot test-oldest-plugin test-oldest-plugin-full test-fused-slice test-fused fuzz bench bench-eager bench-compile bench-llm bench-diffusion bench-projection bench-attention bench-parallel docs clean
 
 setup: $(STAMP) build
 
@@ -56,7 +56,7 @@ demo: setup
 quickstart: setup
 	TORCH_TPU_AOT_CHECK=$(AOT_TOPOLOGY) $(PY) examples/quickstart.py
 
-test: setup test-cpp test-python test-cpu-isa test-aot-slice test-oldest-plugin test-accelerator-dry
+test: setup test-cpp test-python test-cpu-isa test-aot-slice test-oldest-plugin test-fused-slice test-accelerator-dry
 
 test-cpp: $(STAMP)
 	@if [ -f /usr/include/gtest/gtest.h ]; then \
@@ -105,6 +105,18 @@ test-cpu-isa: setup
 test-aot-slice: setup
 	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PYTEST) -q --durations=15 $(SLICE)
 
+# Fused eager (docs/eager_modes.md): the suites again with ops recorded and run as programs.
+# `make test` runs a slice (the mode's own tests, views, element-wise, indexing, the fuzz slice,
+# Transformers generate); `make test-fused` runs the op suite and the model suites.
+FUSED_SLICE := $(addprefix tests/python/,test_fused_eager.py test_views.py test_ops_elementwise.py \
+  test_ops_index.py test_fuzz_slice.py test_transformers.py)
+test-fused-slice: setup
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(FUSED_SLICE)
+
+test-fused: setup
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(OP_SUITE)
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(foreach f,$(MODEL_SUITES),tests/python/$(f))
+
 test-aot: setup
 	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PYTEST) -q $(OP_SUITE)
 
@@ -135,6 +147,10 @@ fuzz: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# Strict vs fused eager vs compiled: launches, host time, XLA:CPU time, v6e estimate (docs/eager_modes.md).
+bench-eager: setup
+	$(PY) benchmarks/eager_modes.py
 
 # torch.compile(backend="tpu") vs our eager vs PyTorch CPU eager and Inductor (docs/compile.md).
 bench-compile: setup

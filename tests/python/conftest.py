@@ -15,10 +15,11 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
-def _strict_eager_for_marked_tests(request):
+def _strict_eager_for_marked_tests(request, monkeypatch):
     if request.node.get_closest_marker("strict_eager") is None or torch.tpu.get_eager_mode() == "strict":
         yield
         return
+    monkeypatch.setenv("TORCH_TPU_EAGER_MODE", "strict")  # and the processes the test starts
     with torch.tpu.eager_mode("strict"):
         yield
 

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.skipif(_discovery.libtpu_path() is None, reason="libtpu
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("aot")
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp / "cpu"), TORCH_TPU_QUIET="1")
+    # The AOT tool's tests read per-op modules: the workload runs in strict eager whatever mode
+    # the suite runs in.
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp / "cpu"), TORCH_TPU_QUIET="1", TORCH_TPU_EAGER_MODE="strict")
     env.pop("TORCH_TPU_AOT_CHECK", None)
     proc = subprocess.run(
         [sys.executable, "-m", "torch_tpu.aot", "--topology", TOPOLOGY, "--out", str(tmp / "tpu"),
@@ -74,7 +76,7 @@ def test_estimates_are_never_below_the_roofline_bound(run):
 def run_script(script, marker, timeout=600):
     """Runs `script` in a fresh process (it turns the AOT check on itself) and returns the JSON it
     prints after `marker`."""
-    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="")
+    env = dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_EAGER_MODE="strict")
     env.pop("TORCH_TPU_AOT_CHECK", None)
     res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -316,6 +316,7 @@ def test_mark_dynamic_bad_input_raises():
         torch_tpu.mark_dynamic(torch.ones((), device=DEV), 0)
 
 
+@pytest.mark.strict_eager
 def test_no_new_compiles_raises_naming_the_recompile():
     a = torch.ones(3, 5, device=DEV)
     (a * 2).cpu()

@@ -55,7 +55,7 @@ def compiles():
     return executables_built()
 
 
-@pytest.mark.parametrize("mode", ["eager", "compiled"])
+@pytest.mark.parametrize("mode", ["eager", "fused", "compiled"])
 @pytest.mark.parametrize("name", ["sd3", "qwen_image"])
 def test_pipeline_matches_cpu(pipelines, name, mode, no_fallbacks):
     cpu = load(pipelines[name], "cpu")
@@ -63,11 +63,13 @@ def test_pipeline_matches_cpu(pipelines, name, mode, no_fallbacks):
     if mode == "compiled":
         torch._dynamo.reset()
         pipe.transformer.compile(backend="tpu", fullgraph=True, dynamic=False)
-    latents = run(pipe, torch.Generator("cpu").manual_seed(0))
+    eager_mode = "fused" if mode == "fused" else torch.tpu.get_eager_mode()
+    with torch.tpu.eager_mode(eager_mode):  # fused: the denoising steps run as recorded programs
+        latents = run(pipe, torch.Generator("cpu").manual_seed(0))
+        image = run(pipe, torch.Generator("cpu").manual_seed(0), output_type="np")
     expected = run(cpu, torch.Generator("cpu").manual_seed(0))
     assert latents.device.type == "tpu"
     torch.testing.assert_close(latents.cpu(), expected, rtol=1e-4, atol=1e-4)
-    image = run(pipe, torch.Generator("cpu").manual_seed(0), output_type="np")
     reference = run(cpu, torch.Generator("cpu").manual_seed(0), output_type="np")
     assert image.shape == reference.shape == (1, 128, 128, 3)
     assert psnr(image, reference) >= 40

@@ -101,6 +101,7 @@ def test_unwritten_storage_then_out_write(no_fallbacks):
     assert z.cpu()[0].tolist() == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.strict_eager
 def test_recompile_reason_names_argument_and_dimension():
     torch_tpu.metrics.reset()
     a = torch.randn(2, 8).to("tpu")
@@ -117,6 +118,7 @@ def test_recompile_reason_names_argument_and_dimension():
                for r in torch_tpu.metrics.recompile_reasons()), torch_tpu.metrics.recompile_reasons()
 
 
+@pytest.mark.strict_eager
 def test_same_shape_at_a_new_offset_does_not_recompile():
     cache = torch.zeros(16, 4, device="tpu")
     row = torch.ones(4, device="tpu")

@@ -250,3 +250,27 @@ def test_tiny_llm_generate_is_token_exact_with_far_fewer_launches(tmp_path):
         strict_tokens, strict_launches = generate()
     assert fused_tokens == strict_tokens == expected.tolist()
     assert fused_launches * 10 <= strict_launches, (fused_launches, strict_launches)
+
+
+def test_tiny_transformer_training_losses_match_the_cpu():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+    def train(device):
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        g = torch.Generator().manual_seed(3)
+        losses = []
+        for _ in range(4):
+            ids = torch.randint(0, 128, (2, 12), generator=g).to(device)
+            loss = model(input_ids=ids, labels=ids).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    assert train("tpu") == pytest.approx(train("cpu"), rel=1e-4, abs=1e-5)

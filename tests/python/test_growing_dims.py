@@ -349,6 +349,7 @@ def generate_compiles(tokens):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.strict_eager
 def test_dynamic_cache_generate_compiles_grow_with_log_of_length():
     """Issue 8's target: with Transformers' default DynamicCache, a 64-token greedy generate
     compiles at most 1.3x the executables of an 8-token one and a 512-token one at most 1.6x,

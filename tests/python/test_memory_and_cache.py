@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import torch
 import torch_tpu
 
@@ -95,6 +97,7 @@ EVICTION_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.strict_eager
 def test_plan_cache_is_bounded_and_rebuilds_evicted_signatures(tmp_path):
     # A process that runs many signatures must not keep every executable loaded: XLA:CPU maps
     # JIT regions per executable and Linux caps a process at 65,530 mappings (the full op suite
@@ -111,6 +114,7 @@ def test_plan_cache_is_bounded_and_rebuilds_evicted_signatures(tmp_path):
     assert disk_hits >= 20, "evicted signatures were compiled again instead of read from disk"
 
 
+@pytest.mark.strict_eager
 def test_invalid_plan_limit_is_a_clear_error():
     env = dict(os.environ, TORCH_TPU_MAX_PLANS="lots", TORCH_TPU_QUIET="1")
     out = subprocess.run([sys.executable, "-c", "import torch; (torch.ones(2, device='tpu') + 1).cpu()"],
@@ -134,6 +138,7 @@ MAPPING_BUDGET_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.strict_eager
 def test_plan_cache_unloads_executables_over_the_mapping_budget(tmp_path):
     # Large decompositions map far more than small ops: the plan count alone does not bound the
     # process's mappings, the budget does (checked every 16 new plans).

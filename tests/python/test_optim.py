@@ -259,6 +259,7 @@ def launches_during(fn):
     return {op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)}
 
 
+@pytest.mark.strict_eager
 @pytest.mark.parametrize("name", sorted(FUSED))
 def test_fused_optimizer_matches_unfused_cpu_over_20_steps(name, no_fallbacks):
     """Issue 10's acceptance: fused=True on tpu equals the unfused CPU loop within 1e-6 relative

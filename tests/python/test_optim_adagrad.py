@@ -26,6 +26,7 @@ CONFIGS = {
 }
 
 
+@pytest.mark.strict_eager
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_fused_adagrad_matches_cpu_unfused(name):
     steps = 20

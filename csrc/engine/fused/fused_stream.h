@@ -17,29 +17,10 @@
 #include <vector>
 
 #include "engine/call/op_call.h"
-#include "engine/eager/op_outputs.h"
-#include "lowering/registry.h"
+#include "engine/fused/fused_ops.h"
 
 namespace tpu::engine {
 
-// What recording a call signature needs: its outputs and rule. Built once per signature.
-struct FusedOp {
-  std::string label;  // "add.Tensor"
-  OpOutputs outputs;
-  const lowering::Rule* rule = nullptr;
-  bool recordable = false;  // false: the signature runs strict (random draws, empty results)
-};
-
-// The signature's FusedOp, or null.
-std::shared_ptr<const FusedOp> find_fused_op(const std::vector<int64_t>& key);
-// Builds it the way a strict plan is built (op_outputs, float8 check) and assembles the op alone
-// once, so that a rule's error surfaces at the op's call; throws what build_plan throws.
-std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                                              size_t num_args, const OpCall& call, const std::string& rule_name);
-void insert_fused_op(const std::vector<int64_t>& key, std::shared_ptr<const FusedOp> op);
-
-// Whether this call can be recorded (a runtime-sized or sharded operand runs strict).
-bool can_record(const OpCall& call, const FusedOp& op);
 // Records the call and replaces its arguments on the stack by its returns.
 void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args, OpCall call,
                std::shared_ptr<const FusedOp> fused);

@@ -1,0 +1,65 @@
+#include "engine/fused/fused_ops.h"
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "engine/eager/eager_program.h"
+#include "engine/eager/op_adapters.h"
+#include "engine/eager/plan.h"
+
+namespace tpu::engine {
+namespace {
+
+std::mutex g_ops_mu;
+std::unordered_map<std::vector<int64_t>, std::shared_ptr<const FusedOp>, VecHash> g_ops;
+constexpr size_t kMaxFusedOps = 8192;  // signatures; past it the table starts again
+
+}  // namespace
+
+std::shared_ptr<const FusedOp> find_fused_op(const std::vector<int64_t>& key) {
+  std::lock_guard<std::mutex> lock(g_ops_mu);
+  auto it = g_ops.find(key);
+  return it == g_ops.end() ? nullptr : it->second;
+}
+
+void insert_fused_op(const std::vector<int64_t>& key, std::shared_ptr<const FusedOp> op) {
+  std::lock_guard<std::mutex> lock(g_ops_mu);
+  if (g_ops.size() >= kMaxFusedOps) g_ops.clear();
+  g_ops[key] = std::move(op);
+}
+
+std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                              size_t num_args, const OpCall& call, const std::string& rule_name) {
+  auto fused = std::make_shared<FusedOp>();
+  fused->label = op_label(op);
+  fused->outputs = plan_outputs(op, stack, num_args, call, rule_name);
+  fused->rule = lowering::find_rule(rule_name);
+  TORCH_INTERNAL_ASSERT(fused->rule != nullptr, "no lowering rule ", rule_name);
+  const OpAdapter* adapter = find_adapter(op.operator_name());
+  bool random = call.wants_generator || (adapter != nullptr && adapter->draws_random_bits);
+  bool empty = false;
+  for (const Target& t : fused->outputs.targets) {
+    if (!t.undefined && c10::multiply_integers(t.sizes) == 0) empty = true;
+  }
+  // Random ops run strict so that every draw takes its keys in the CPU's order; empty results
+  // have no buffer to write.
+  fused->recordable = !random && !empty;
+  // The op alone, assembled once: a rule's error is raised here, at the op, not at the flush.
+  if (fused->recordable) (void)assemble_op_program(op, stack, num_args, call, fused->outputs, *fused->rule, fused->label);
+  return fused;
+}
+
+bool can_record(const OpCall& call, const FusedOp& op) {
+  if (!op.recordable || call.device < 0) return false;
+  for (const TensorRef& t : call.tensors) {
+    if (t.runtime_dim >= 0) return false;
+  }
+  for (const StorageRef& s : call.storages) {
+    if (!s.buffer->sharding.empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,37 @@
+// The per-signature half of fused eager: what recording a call needs (its outputs and rule),
+// prepared once per call signature the way a strict plan is, but without a compile.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/call/op_call.h"
+#include "engine/eager/op_outputs.h"
+#include "lowering/registry.h"
+
+namespace tpu::engine {
+
+// What recording a call signature needs: its outputs and rule. Built once per signature.
+struct FusedOp {
+  std::string label;  // "add.Tensor"
+  OpOutputs outputs;
+  const lowering::Rule* rule = nullptr;
+  bool recordable = false;  // false: the signature runs strict (random draws, empty results)
+};
+
+// The signature's FusedOp, or null.
+std::shared_ptr<const FusedOp> find_fused_op(const std::vector<int64_t>& key);
+// Builds it the way a strict plan is built (op_outputs, float8 check) and assembles the op alone
+// once, so that a rule's error surfaces at the op's call; throws what build_plan throws.
+std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                              size_t num_args, const OpCall& call, const std::string& rule_name);
+void insert_fused_op(const std::vector<int64_t>& key, std::shared_ptr<const FusedOp> op);
+
+// Whether this call can be recorded (a runtime-sized or sharded operand runs strict).
+bool can_record(const OpCall& call, const FusedOp& op);
+
+}  // namespace tpu::engine
