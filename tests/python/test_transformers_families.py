@@ -186,6 +186,7 @@ class CompileCounter(transformers.LogitsProcessor):
         return scores
 
 
+@pytest.mark.strict_eager
 @pytest.mark.parametrize("batch", [1, 2])
 def test_static_cache_matches_cpu_and_compiles_nothing_after_first_decode_step(family, batch, tmp_path_factory):
     import torch._dynamo
@@ -266,6 +267,7 @@ def test_compiled_decode_step_of_padded_batches_is_traced_once(family_name, tmp_
     assert not [r for r in records if "Recompiling" in r], records
 
 
+@pytest.mark.strict_eager
 def test_dynamic_cache_padded_batch_compiles_nothing_per_token(family, tmp_path_factory, no_fallbacks):
     """The default DynamicCache with a left-padded batch: the 4-D mask is rebuilt every step from
     tensors as long as the sequence, and those ops run over the growing dims' capacity
