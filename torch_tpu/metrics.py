@@ -79,7 +79,8 @@ def fused_lines(f: dict) -> list:
     per = f["ops_recorded"] / f["programs_run"]
     lines = [
         f"  fused eager programs   {f['programs_run']} run, {f['ops_recorded']} ops ({per:.1f} per program), "
-        f"{f['compiles']} compiled ({f['compile_time_s']:.2f} s), {f['cache_hits']} cache hits, "
+        f"{f['assembled']} assembled, {f['compiles']} of them compiled ({f['compile_time_s']:.2f} s), "
+        f"{f['cache_hits']} cache hits, "
         f"{f['dropped_results']} dead intermediates not written",
     ]
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(f["flush_reasons"].items(), key=lambda kv: -kv[1]))

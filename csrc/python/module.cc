@@ -149,6 +149,7 @@ PYBIND11_MODULE(_C, m) {
     py::dict d;
     d["programs_run"] = f.programs_run;
     d["ops_recorded"] = f.ops_recorded;
+    d["assembled"] = f.assembled;
     d["compiles"] = f.compiles;
     d["compile_time_s"] = f.compile_time_us / 1e6;
     d["cache_hits"] = f.cache_hits;

@@ -63,6 +63,7 @@ def test_a_chain_of_ops_runs_as_one_launch_and_drops_dead_intermediates():
     assert launches() == 1 and s["programs_run"] == 1 and s["ops_recorded"] >= 6
     assert s["dropped_results"] >= 4  # the matmul, relu, mul, add and softmax results died unread
     assert s["flush_reasons"] == {"host read": 1}
+    assert "fused eager programs   1 run" in torch_tpu.metrics.report()
 
 
 def test_views_in_place_writes_and_aliasing_match_the_cpu():

@@ -232,12 +232,14 @@ void flush_locked(const char* reason) {
       g_stats.cache_hits++;
     } else {
       auto start = std::chrono::steady_clock::now();
+      int64_t built_before = metrics().compiles + metrics().disk_cache_hits;
       module = std::make_shared<CompiledModule>();
       module->label = "fused program (" + std::to_string(st.ops.size()) + " ops, " + st.ops.front().fused->label +
                       " ... " + st.ops.back().fused->label + ")";
       compile_module(*module, assemble_for_targets([&] { return assemble_stream(st, dead); }), st.device,
                      /*keep_text=*/false);
-      g_stats.compiles++;
+      g_stats.assembled++;
+      g_stats.compiles += metrics().compiles + metrics().disk_cache_hits - built_before;
       g_stats.compile_time_us +=
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
       if (g_programs.size() >= max_programs()) {

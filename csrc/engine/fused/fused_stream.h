@@ -31,8 +31,11 @@ void flush_fused(const char* reason);
 struct FusedStats {
   int64_t programs_run = 0;      // fused programs launched
   int64_t ops_recorded = 0;      // ops they ran
-  int64_t compiles = 0;          // stream signatures compiled (the executable cache may still hit)
-  int64_t compile_time_us = 0;
+  int64_t assembled = 0;         // new stream signatures assembled into a module
+  int64_t compiles = 0;          // of those, built by the plugin or loaded from disk (not the same
+                                 // module already in memory: signatures can differ in fields the
+                                 // module does not depend on)
+  int64_t compile_time_us = 0;   // assembling and compiling
   int64_t cache_hits = 0;        // flushes that found their program compiled
   int64_t dropped_results = 0;   // intermediates not written out (dead before the run)
   std::map<std::string, int64_t> flush_reasons;
