@@ -26,6 +26,7 @@ import torch_tpu  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
+from compile import mlp_step, mmdit  # noqa: E402  (benchmarks/compile.py's workloads, per device)
 from timing import interleaved, ratio, steady, sync  # noqa: E402
 from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 
@@ -42,32 +43,6 @@ def in_mode(mode, fn):
     def run():
         with torch.tpu.eager_mode(eager):
             return fn()
-    return run
-
-
-def mlp_step(compiled):
-    model = workloads.mlp().to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    fwd = torch.compile(model, backend="tpu") if compiled else model
-    step = torch.compile(opt.step, backend="tpu") if compiled else opt.step
-    x, y = torch.randn(64, 256).to("tpu"), torch.randint(0, 10, (64,)).to("tpu")
-
-    def run():
-        loss = torch.nn.functional.cross_entropy(fwd(x), y)
-        opt.zero_grad(set_to_none=False)
-        loss.backward()
-        step()
-    return run
-
-
-def mmdit(compiled):
-    block = workloads.mmdit_block().to("tpu")
-    fn = torch.compile(block, backend="tpu", fullgraph=True, dynamic=False) if compiled else block
-    inputs = [t.to("tpu") for t in workloads.mmdit_inputs()]
-
-    def run():
-        with torch.no_grad():
-            fn(*inputs)
     return run
 
 
@@ -119,8 +94,8 @@ def main():
     tokens = 8 if args.quick else 16
     rounds = 3 if args.quick else 5
     table = [
-        ("MLP training step (fw+bw+AdamW)", mlp_step, 1),
-        ("MMDiT block forward (2x(256+77) tokens, d=256)", mmdit, 1),
+        ("MLP training step (fw+bw+AdamW)", lambda c: mlp_step("tpu", c), 1),
+        ("MMDiT block forward (2x(256+77) tokens, d=256)", lambda c: mmdit("tpu", c), 1),
         (f"tiny Llama generate, per token ({tokens} tokens)", lambda c: generate(c, tokens), tokens),
     ]
     print(f"device: tpu on {torch_tpu._C._platform_name()}; torch {torch.__version__}; "
