@@ -267,7 +267,6 @@ def test_compiled_decode_step_of_padded_batches_is_traced_once(family_name, tmp_
     assert not [r for r in records if "Recompiling" in r], records
 
 
-@pytest.mark.strict_eager
 def test_dynamic_cache_padded_batch_compiles_nothing_per_token(family, tmp_path_factory, no_fallbacks):
     """The default DynamicCache with a left-padded batch: the 4-D mask is rebuilt every step from
     tensors as long as the sequence, and those ops run over the growing dims' capacity

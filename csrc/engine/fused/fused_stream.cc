@@ -96,8 +96,10 @@ size_t max_programs() {
 constexpr size_t kMinLoopOps = 16;
 // A stream whose anchor has not recurred within this many ops takes the op then recorded as its
 // anchor: a loop's first iteration often starts with a signature that never comes back (an
-// accumulator that was still unwritten), and the next iteration would not end the stream.
-constexpr size_t kReanchorOps = 64;
+// accumulator that was still unwritten), and the next iteration would not end the stream. Long
+// enough that a decode step (which a host read ends every token) is not cut inside it: at 64, a
+// padded-batch generate with a DynamicCache built new programs in later tokens.
+constexpr size_t kReanchorOps = 256;
 
 at::Tensor shell_of(const at::Tensor& t) {
   auto shell = at::detail::make_tensor<c10::TensorImpl>(c10::DispatchKeySet(c10::DispatchKey::Meta), t.dtype(),
