@@ -79,35 +79,39 @@ std::shared_ptr<pjrt::Buffer> read_buffer(StorageBuffer& s, hlo::DType dtype) {
   return s.buffer();
 }
 
-at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
-                       std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
-                       c10::IntArrayRef strides, c10::ScalarType dtype, int device) {
-  size_t nbytes = 0;
-  if (buffer) nbytes = static_cast<size_t>(program::Layout{buffer_dims}.numel()) * hlo::bit_width(buffer_dtype) / 8;
+namespace {
+// A new tpu tensor of `sizes`/`strides`/`dtype` over a new, unwritten storage of `nbytes`.
+at::Tensor tensor_on_new_storage(size_t nbytes, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                                 c10::ScalarType dtype, int device) {
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(device, nbytes),
                        tpu_allocator(), /*resizable=*/true);
-  storage_buffer(storage).set(std::move(buffer), buffer_dtype, std::move(buffer_dims));
   auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                     c10::scalarTypeToTypeMeta(dtype));
   t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   return t;
 }
+}  // namespace
+
+at::Tensor wrap_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::DType buffer_dtype,
+                       std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
+                       c10::IntArrayRef strides, c10::ScalarType dtype, int device) {
+  size_t nbytes = 0;
+  if (buffer) nbytes = static_cast<size_t>(program::Layout{buffer_dims}.numel()) * hlo::bit_width(buffer_dtype) / 8;
+  at::Tensor t = tensor_on_new_storage(nbytes, sizes, strides, dtype, device);
+  storage_buffer(t).set(std::move(buffer), buffer_dtype, std::move(buffer_dims));
+  return t;
+}
 
 at::Tensor pending_tensor(hlo::DType buffer_dtype, std::vector<int64_t> buffer_dims, c10::IntArrayRef sizes,
                           c10::IntArrayRef strides, c10::ScalarType dtype, int device) {
   size_t nbytes = static_cast<size_t>(program::Layout{buffer_dims}.numel()) * hlo::bit_width(buffer_dtype) / 8;
-  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(device, nbytes),
-                       tpu_allocator(), /*resizable=*/true);
-  StorageBuffer& s = storage_buffer(storage);
+  at::Tensor t = tensor_on_new_storage(nbytes, sizes, strides, dtype, device);
+  StorageBuffer& s = storage_buffer(t);
   s.dtype = buffer_dtype;
   s.dims = std::move(buffer_dims);
   s.layout_set = true;
   s.pending = true;
-  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
-                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                    c10::scalarTypeToTypeMeta(dtype));
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   return t;
 }
 
