@@ -110,9 +110,11 @@ def main():
                 from torch_tpu.compile import stats
                 stats.executables.clear()
             run = in_mode(mode, make(mode == "compiled"))
-            run()  # compiles
-            sync("tpu")
-            run()
+            for _ in range(2):  # compiles (fused: op by op, then its programs queued)
+                run()
+                sync("tpu")
+            torch_tpu._C._wait_fused_compiles()
+            run()  # fused: switches to the programs
             sync("tpu")
             before = torch_tpu._C._fused_stats()["compiles"]
             launches, host = launches_and_host(run)
@@ -132,7 +134,52 @@ def main():
             print(f"| {title} | {mode}{note} | {launches / per:.1f} | {host * 1e3 / per:.2f} | {wall:.2f} | "
                   f"{speed:.2f}x | {est_s} | {with_launch} |", flush=True)
     print(torch_tpu.metrics.report())
+    first_calls(table, tokens)
+
+
+FIRST_CALL_MODES = [("strict", {}), ("fused, inline compile", {"TORCH_TPU_FUSED_COMPILE": "inline"}),
+                    ("fused, background compile", {"TORCH_TPU_FUSED_COMPILE": "background"})]
+
+
+def first_calls(table, tokens):
+    """Wall time of the first calls in a fresh process without the disk cache: what a user waits
+    for before the steady state (compiles on the calling thread, or op by op while compiling)."""
+    import subprocess
+
+    print("\nFirst calls, each mode in a fresh process, disk cache off (seconds per call, calls 1-4):")
+    print("| workload | mode | call 1 | call 2 | call 3 | call 4 | executables built on the calling thread |")
+    print("|---|---|---|---|---|---|---|")
+    for index, (title, _, _) in enumerate(table):
+        for name, env in FIRST_CALL_MODES:
+            mode = "strict" if name == "strict" else "fused"
+            out = subprocess.run(
+                [sys.executable, __file__, "--first-calls", str(index), "--tokens", str(tokens)],
+                env=dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_CACHE_DIR="", TORCH_TPU_AOT_CHECK="", **env),
+                capture_output=True, text=True, check=True)
+            *times, built = out.stdout.split()[-5:]
+            print(f"| {title} | {name} | " + " | ".join(times) + f" | {built} |", flush=True)
+
+
+def first_calls_child(index, tokens):
+    """Prints the four first calls' seconds and the executables built on this thread."""
+    make = [lambda: mlp_step("tpu", False), lambda: mmdit("tpu", False), lambda: generate(False, tokens)][index]
+    run = make()
+    times = []
+    for _ in range(4):
+        start = time.perf_counter()
+        run()
+        sync("tpu")
+        times.append(time.perf_counter() - start)
+    torch_tpu._C._wait_fused_compiles()
+    stats = torch_tpu._C._cache_stats()
+    built = stats["compiles"] + stats["disk_hits"] - torch_tpu._C._fused_stats()["compiles"] * (
+        torch_tpu._C._fused_compile() == "background")
+    print(" ".join(f"{t:.2f}" for t in times), built)
 
 
 if __name__ == "__main__":
-    main()
+    if "--first-calls" in sys.argv:
+        first_calls_child(int(sys.argv[sys.argv.index("--first-calls") + 1]),
+                          int(sys.argv[sys.argv.index("--tokens") + 1]))
+    else:
+        main()

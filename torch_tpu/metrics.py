@@ -74,15 +74,20 @@ def report() -> str:
 
 def fused_lines(f: dict) -> list:
     """The fused eager section of report(); empty when nothing ran fused."""
-    if not f["programs_run"]:
+    if not f["programs_run"] and not f["op_by_op_runs"]:
         return []
-    per = f["ops_recorded"] / f["programs_run"]
+    per = f["ops_recorded"] / max(f["programs_run"], 1)
     lines = [
         f"  fused eager programs   {f['programs_run']} run, {f['ops_recorded']} ops ({per:.1f} per program), "
-        f"{f['assembled']} assembled, {f['compiles']} of them compiled ({f['compile_time_s']:.2f} s), "
-        f"{f['cache_hits']} cache hits, "
+        f"{f['assembled']} assembled, {f['compiles']} of them compiled ({f['compile_time_s']:.2f} s, "
+        f"{f['background_compiles']} in the background), {f['cache_hits']} cache hits, "
         f"{f['dropped_results']} dead intermediates not written",
     ]
+    if f["op_by_op_runs"]:
+        lines.append(f"    run op by op while not compiled: {f['op_by_op_runs']} streams, {f['op_by_op_ops']} ops, "
+                     f"{f['op_by_op_compiles']} strict plans built")
+    if f["background_failures"]:
+        lines.append(f"    programs the plugin rejected (their streams run op by op): {f['background_failures']}")
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(f["flush_reasons"].items(), key=lambda kv: -kv[1]))
     lines.append(f"    flushed at: {reasons}")
     return lines

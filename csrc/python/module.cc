@@ -144,6 +144,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_eager_mode", []() { return eager_mode_name(eager_mode()); });
   m.def("_set_eager_mode", [](const std::string& mode) { set_eager_mode(parse_eager_mode(mode)); });
   m.def("_flush_fused", []() { flush_fused("explicit"); });
+  m.def("_wait_fused_compiles", []() {
+    py::gil_scoped_release release;
+    wait_for_fused_compiles();
+  });
+  m.def("_fused_compile", []() { return fused_compile_name(fused_compile()); });
+  m.def("_set_fused_compile", [](const std::string& when) { set_fused_compile(parse_fused_compile(when)); });
   m.def("_fused_stats", []() {
     FusedStats f = fused_stats();
     py::dict d;
@@ -153,6 +159,11 @@ PYBIND11_MODULE(_C, m) {
     d["compiles"] = f.compiles;
     d["compile_time_s"] = f.compile_time_us / 1e6;
     d["cache_hits"] = f.cache_hits;
+    d["background_compiles"] = f.background_compiles;
+    d["background_failures"] = f.background_failures;
+    d["op_by_op_runs"] = f.op_by_op_runs;
+    d["op_by_op_ops"] = f.op_by_op_ops;
+    d["op_by_op_compiles"] = f.op_by_op_compiles;
     d["dropped_results"] = f.dropped_results;
     d["flush_reasons"] = f.flush_reasons;
     return d;

@@ -16,8 +16,22 @@ NAN, INF = float("nan"), float("inf")
 
 @pytest.fixture(autouse=True)
 def fused():
+    """Fused mode with each new stream's program compiled at its first run (the structure tests
+    count its launches); the `policy` fixture runs a test under both compile policies."""
+    was = torch_tpu._C._fused_compile()
+    torch_tpu._C._set_fused_compile("inline")
     with torch.tpu.eager_mode("fused"):
         yield
+    torch_tpu._C._wait_fused_compiles()
+    torch_tpu._C._set_fused_compile(was)
+
+
+@pytest.fixture(params=["inline", "background"])
+def policy(request):
+    """`inline`: a new stream waits for its program; `background` (the default): it runs op by op
+    through strict plans while its program compiles on a worker thread."""
+    torch_tpu._C._set_fused_compile(request.param)
+    return request.param
 
 
 def stats():
@@ -66,7 +80,7 @@ def test_a_chain_of_ops_runs_as_one_launch_and_drops_dead_intermediates():
     assert "fused eager programs   1 run" in torch_tpu.metrics.report()
 
 
-def test_views_in_place_writes_and_aliasing_match_the_cpu():
+def test_views_in_place_writes_and_aliasing_match_the_cpu(policy):
     base = torch.arange(48.0).reshape(6, 8)
     t = base.to("tpu")
     v, cv = t[1:4, ::2], base[1:4, ::2]
@@ -83,7 +97,7 @@ def test_views_in_place_writes_and_aliasing_match_the_cpu():
     assert t.data_ptr() == ptr
 
 
-def test_random_draws_take_the_strict_streams_keys():
+def test_random_draws_take_the_strict_streams_keys(policy):
     def run():
         torch.manual_seed(7)
         a = torch.ones(4, 5, device="tpu") * 3
@@ -111,7 +125,7 @@ def test_a_shape_error_raises_at_the_op_and_the_stream_goes_on():
     torch.testing.assert_close((a * 2).cpu(), torch.full((2, 3), 4.0))
 
 
-def test_a_device_assertion_names_the_op_at_the_next_host_read():
+def test_a_device_assertion_names_the_op_at_the_next_host_read(policy):
     t = torch.arange(5.0, device="tpu") * 2
     picked = t.index_select(0, torch.tensor([1, 9], device="tpu"))
     with pytest.raises(IndexError, match="index_select: index out of range"):
@@ -125,7 +139,7 @@ def test_integer_division_by_zero_raises_at_the_host_read():
         (a // b + 1).cpu()
 
 
-def test_memory_statistics_count_tensors_as_strict_eager_does():
+def test_memory_statistics_count_tensors_as_strict_eager_does(policy):
     def run():
         torch.tpu.synchronize()
         base = torch.tpu.memory_allocated()
@@ -182,7 +196,7 @@ def test_an_op_that_runs_strict_inside_the_stream_sees_and_keeps_order():
     torch.testing.assert_close(x.cpu(), (torch.arange(6.0) + 1) * 3 + 1)
 
 
-def test_edge_values_complex_conj_views_and_empty_tensors():
+def test_edge_values_complex_conj_views_and_empty_tensors(policy):
     x = torch.tensor([NAN, -NAN, INF, -INF, -0.0, 0.0, 1.5, -2.5])
     t = x.to("tpu")
     torch.testing.assert_close((t * 2 - t.abs()).clamp(-3, 3).cpu(), (x * 2 - x.abs()).clamp(-3, 3), equal_nan=True)
@@ -195,7 +209,7 @@ def test_edge_values_complex_conj_views_and_empty_tensors():
     torch.testing.assert_close(i[torch.tensor([-1, -3, 0], device="tpu")].cpu(), torch.tensor([18.0, 14.0, 0.0]))
 
 
-def test_autograd_runs_fused_and_matches_the_cpu():
+def test_autograd_runs_fused_and_matches_the_cpu(policy):
     x = torch.randn(6, 5, requires_grad=True)
     xt = x.detach().to("tpu").requires_grad_()
     ((x.sin() * x).sum(1) ** 2).mean().backward()
@@ -203,7 +217,7 @@ def test_autograd_runs_fused_and_matches_the_cpu():
     torch.testing.assert_close(xt.grad.cpu(), x.grad)
 
 
-def test_mlp_training_losses_match_strict_and_the_cpu():
+def test_mlp_training_losses_match_strict_and_the_cpu(policy):
     def train(device):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(device)
@@ -227,7 +241,7 @@ def test_mlp_training_losses_match_strict_and_the_cpu():
     assert fused == pytest.approx(strict, rel=1e-5, abs=1e-6)
 
 
-def test_tiny_llm_generate_is_token_exact_with_far_fewer_launches(tmp_path):
+def test_tiny_llm_generate_is_token_exact_with_far_fewer_launches(tmp_path, policy):
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
         vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -245,7 +259,9 @@ def test_tiny_llm_generate_is_token_exact_with_far_fewer_launches(tmp_path):
         out = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), **kwargs)
         return out.cpu().tolist(), launches() - before
 
-    generate()  # warm-up: compiles
+    warm_up = [generate() for _ in range(1 if policy == "inline" else 2)]  # background: compiles on the 2nd run
+    torch_tpu._C._wait_fused_compiles()
+    assert all(tokens == expected.tolist() for tokens, _ in warm_up)  # op by op, or fused while compiling
     fused_tokens, fused_launches = generate()
     with torch.tpu.eager_mode("strict"):
         strict_tokens, strict_launches = generate()
@@ -275,3 +291,81 @@ def test_tiny_transformer_training_losses_match_the_cpu():
         return losses
 
     assert train("tpu") == pytest.approx(train("cpu"), rel=1e-4, abs=1e-5)
+
+
+def test_a_new_stream_runs_op_by_op_until_its_program_compiles_in_the_background():
+    torch_tpu._C._set_fused_compile("background")
+    x = torch.randn(5, 7)
+    xt = x.to("tpu")
+
+    def step(t):
+        return ((t * 1.5).tanh() + 0.25).softmax(-1).sum(0)
+
+    torch_tpu.metrics.reset()
+    counts = []
+    for i in range(4):
+        before = launches()
+        torch.testing.assert_close(step(xt).cpu(), step(x))
+        counts.append(launches() - before)
+        if i == 1:
+            torch_tpu._C._wait_fused_compiles()
+    s = stats()
+    # 1st run: op by op; 2nd: op by op, its program queued; then the program, one launch.
+    assert counts[0] == counts[1] >= 5 and counts[2:] == [1, 1], counts
+    assert (s["op_by_op_runs"], s["background_compiles"], s["programs_run"], s["cache_hits"]) == (2, 1, 2, 2)
+    assert s["op_by_op_ops"] == s["ops_recorded"] == 2 * counts[0]
+    report = torch_tpu.metrics.report()
+    assert "1 in the background" in report and "run op by op while not compiled: 2 streams" in report
+
+
+def test_a_steady_loop_compiles_no_more_on_the_callers_thread_than_strict_eager():
+    def loop():
+        x = torch.linspace(-1, 1, 37, device="tpu")
+        sums = []
+        for _ in range(8):
+            x = torch.tanh(x * 1.25 + 0.5) - x.mean()
+            sums.append(x.sum().item())
+        return sums, x.cpu()
+
+    torch_tpu._C._clear_executable_caches()
+    with torch.tpu.eager_mode("strict"):
+        before = executables_built()
+        strict = loop()
+        strict_built = executables_built() - before
+    torch_tpu._C._clear_executable_caches()
+    torch_tpu._C._set_fused_compile("background")
+    torch_tpu.metrics.reset()
+    before = executables_built()
+    fused = loop()
+    torch_tpu._C._wait_fused_compiles()
+    s = stats()
+    on_the_callers_thread = executables_built() - before - s["compiles"]
+    assert fused[0] == strict[0]
+    torch.testing.assert_close(fused[1], strict[1], rtol=0, atol=0)
+    assert 0 < on_the_callers_thread <= strict_built, (on_the_callers_thread, strict_built)
+    assert s["background_compiles"] >= 1 and s["op_by_op_compiles"] <= strict_built
+
+
+def test_the_process_exits_cleanly_while_a_program_compiles_in_the_background():
+    code = (
+        "import torch, torch_tpu\n"
+        "x = torch.randn(64, 64, device='tpu')\n"
+        "for _ in range(2):\n"  # the second run queues the program's compile; then the process ends
+        "    y = x\n"
+        "    for _ in range(12): y = (y @ x).tanh() * 0.5 + y.sin()\n"
+        "    y.sum().item()\n"
+        "print('queued', torch_tpu._C._fused_stats()['background_compiles'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "queued" and int(out.stdout.split()[1]) >= 1, out.stdout
+
+
+def test_a_bad_compile_policy_is_an_error_naming_the_variable():
+    code = "import torch, torch_tpu; x = torch.ones(3, device='tpu') * 2; print(x.sum().item())"
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="later"))
+    assert bad.returncode != 0 and "TORCH_TPU_FUSED_COMPILE" in bad.stderr and "got 'later'" in bad.stderr
+    with pytest.raises(ValueError, match="'background' or 'inline'"):
+        torch_tpu._C._set_fused_compile("soon")

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "engine/call/program_binding.h"
 #include "engine/compile/aot_check.h"
 #include "engine/compile/executable_cache.h"
@@ -63,8 +65,8 @@ std::vector<OutputBuffer> run_module(CompiledModule& m, const OpCall& call, uint
         call.storages[r.binding].buffer->set(std::move(buffer), r.dtype, r.layout.dims);
         break;
       case program::Result::Kind::Assertion:
-        if (check_owners != nullptr && r.owner >= 0) {
-          note_check_for(check_owners->at(r.owner), std::move(buffer), r.message, r.check_kind);
+        if (check_owners != nullptr && !check_owners->empty()) {
+          note_check_for(check_owners->at(std::max(r.owner, 0)), std::move(buffer), r.message, r.check_kind);
         } else {
           note_check(std::move(buffer), r.message, r.check_kind);
         }

@@ -44,7 +44,8 @@ struct OutputBuffer {
 // sync, or now under TPU_LAUNCH_BLOCKING=1) and returns the Output results by binding
 // (`num_outputs` entries; unfilled ones have no buffer). Device OOM raises
 // torch.OutOfMemoryError naming the label.
-// `check_owners`, when given, holds the thread of each assertion owner (Result::owner).
+// `check_owners`, when given, holds the thread of each assertion owner (Result::owner); a module
+// without owners gives its assertions to the first.
 std::vector<OutputBuffer> run_module(CompiledModule& module, const OpCall& call, uint64_t random_draws,
                                      size_t num_outputs, const std::vector<std::thread::id>* check_owners = nullptr);
 

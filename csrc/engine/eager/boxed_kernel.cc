@@ -62,6 +62,14 @@ bool try_record(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t 
   return true;
 }
 
+void remember_plan(const c10::OperatorHandle& op, const std::vector<int64_t>& key, const std::shared_ptr<Plan>& plan,
+                   const std::string& rule) {
+  plans().insert(key, plan);
+  recompiles().note(&op.schema(), plan->module.label, key, KeyShape::of(op.schema()));
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  g_rules_used.insert(rule);
+}
+
 }  // namespace
 
 void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
@@ -113,12 +121,18 @@ void boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     } catch (...) {
       rethrow_as_user_error(c10::toString(op.schema().operator_name()));
     }
-    plans().insert(call.key, plan);
-    recompiles().note(&op.schema(), plan->module.label, call.key, KeyShape::of(op.schema()));
-    std::lock_guard<std::mutex> lock(g_plans_mu);
-    g_rules_used.insert(rule);
+    remember_plan(op, call.key, plan, rule);
   }
   launch(*plan, op, stack, num_args, call);
+}
+
+std::shared_ptr<Plan> plan_for_call(const c10::OperatorHandle& op, const std::vector<int64_t>& key,
+                                    const std::function<std::shared_ptr<Plan>()>& build) {
+  std::shared_ptr<Plan> plan = plans().find(key);
+  if (plan) return plan;
+  plan = build();
+  remember_plan(op, key, plan, rule_for(op.schema().operator_name()));
+  return plan;
 }
 
 namespace {

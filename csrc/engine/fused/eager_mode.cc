@@ -21,7 +21,28 @@ std::atomic<EagerMode>& mode() {
   return m;
 }
 
+std::atomic<FusedCompile>& compile_when() {
+  static std::atomic<FusedCompile> w{[] {
+    const char* env = std::getenv("TORCH_TPU_FUSED_COMPILE");
+    return env == nullptr || *env == '\0' ? FusedCompile::Background : parse_fused_compile(env);
+  }()};
+  return w;
+}
+
 }  // namespace
+
+FusedCompile fused_compile() { return compile_when().load(std::memory_order_relaxed); }
+void set_fused_compile(FusedCompile when) { compile_when().store(when); }
+
+std::string fused_compile_name(FusedCompile when) {
+  return when == FusedCompile::Inline ? "inline" : "background";
+}
+
+FusedCompile parse_fused_compile(const std::string& name) {
+  if (name == "background") return FusedCompile::Background;
+  if (name == "inline") return FusedCompile::Inline;
+  TORCH_CHECK_VALUE(false, "TORCH_TPU_FUSED_COMPILE must be 'background' or 'inline', got '", name, "'");
+}
 
 EagerMode eager_mode() { return mode().load(std::memory_order_relaxed); }
 

@@ -17,4 +17,14 @@ std::string eager_mode_name(EagerMode mode);
 // "strict" | "fused" | "debug"; anything else raises a ValueError naming the choices.
 EagerMode parse_eager_mode(const std::string& name);
 
+// When fused eager compiles a stream's program (TORCH_TPU_FUSED_COMPILE): `background` (the
+// default) runs a new stream op by op through strict plans, compiles its program on a worker
+// thread once the stream recurs, and switches to it when it is ready; `inline` compiles a new
+// stream's program at its first run and waits for it.
+enum class FusedCompile { Background, Inline };
+FusedCompile fused_compile();
+void set_fused_compile(FusedCompile when);
+std::string fused_compile_name(FusedCompile when);
+FusedCompile parse_fused_compile(const std::string& name);
+
 }  // namespace tpu::engine

@@ -14,62 +14,38 @@
 #include "engine/call/compiled_module.h"
 #include "engine/call/program_binding.h"
 #include "engine/call/target_modules.h"
+#include "engine/compile/executable_cache.h"
 #include "engine/compile/metrics.h"
 #include "engine/device/dtypes.h"
 #include "engine/device/pending_ops.h"
 #include "engine/device/storage.h"
 #include "engine/eager/eager_program.h"
 #include "engine/eager/launch.h"
+#include "engine/fused/background_compiler.h"
+#include "engine/fused/eager_mode.h"
+#include "engine/fused/op_by_op.h"
+#include "engine/fused/recorded_stream.h"
 
 namespace tpu::engine {
 namespace {
 
-// ---- the stream -----------------------------------------------------------------------------
-
-// A storage the stream touches, made by a recorded op or from outside. Storages are held weakly,
-// so that freeing a tensor frees its storage (memory statistics, use counts) as in strict mode;
-// an outside storage's buffer is held instead, for the ops that read it. A storage that died
-// before the run is not written out.
-struct StreamStorage {
-  StorageRef ref;  // buffer, dtype and unwritten state when the stream first touched it
-  bool made_here = false;
-  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> weak;
-  std::shared_ptr<pjrt::Buffer> buffer;  // outside storages: their buffer (null if unwritten)
-  std::vector<int64_t> dims;             // the buffer's layout
-};
-
-struct RecordedOp {
-  std::optional<c10::OperatorHandle> op;  // a copy: the caller's handle may be a temporary
-  std::shared_ptr<const FusedOp> fused;
-  std::vector<c10::IValue> args;  // the op's arguments with tensors dropped (the call has them)
-  OpCall call;                    // tensors are metadata-only shells: no storage is kept alive
-  std::vector<int> storage;       // the call's storage -> stream storage
-  std::vector<int> made;          // per target: the stream storage a functional result makes, or -1
-  int tensor_base = 0, scalar_base = 0;
-  int owner = 0;  // index into Stream::threads: the thread that recorded it
-};
-
-struct Stream {
-  std::vector<std::thread::id> threads;  // the recording threads (device assertions go back to them)
-  std::vector<RecordedOp> ops;
-  std::vector<StreamStorage> storages;
-  std::unordered_map<c10::StorageImpl*, int> index;
-  std::vector<int64_t> key;  // every op's key and storage mapping
-  size_t anchor_hash = 0;  // the signature whose recurrence marks a loop boundary
-  size_t anchor_pos = 0;   // where the anchor was taken
-  int device = -1;
-  int num_tensors = 0, num_scalars = 0;
-};
-
 std::recursive_mutex g_mu;  // the stream and the program cache; a flush may re-enter (allocation)
 Stream g_stream;
 
+// A stream signature's program: compiled, or compiling in the background (then `pending`).
 struct CachedProgram {
   std::shared_ptr<CompiledModule> module;
+  std::shared_ptr<BackgroundCompile> pending;
+  bool accounted = false;  // a background compile's cost is in the stats
   std::list<std::vector<int64_t>>::iterator lru;
 };
 std::unordered_map<std::vector<int64_t>, CachedProgram, VecHash> g_programs;
 std::list<std::vector<int64_t>> g_lru;  // most recent first
+// Background compiles: how often each new stream signature ran (by hash; a collision only moves
+// when a compile starts). A stream is compiled when it runs the second time: one-off streams
+// (a model's first call, a test) never pay a compile strict eager would not have made.
+std::unordered_map<size_t, int> g_seen;
+constexpr int kCompileAtRun = 2;
 
 FusedStats g_stats;
 std::map<std::string, int64_t> g_runs_by_op;  // never reset, like strict plans' run counts
@@ -134,8 +110,9 @@ std::vector<int64_t> buffer_dims_of(const Target& t) {
   return dims;
 }
 
-// Leaves every storage the stream would write as it was (their old buffers), after a failed run.
-void abandon(Stream& st) {
+// Leaves no storage of the stream Pending: after a run every one it wrote holds its buffer; after a
+// failed run the ones it had not written keep their old buffers.
+void clear_pending(Stream& st) {
   for (StreamStorage& s : st.storages) {
     if (c10::intrusive_ptr<c10::StorageImpl> alive = s.weak->lock()) {
       storage_buffer(c10::Storage(std::move(alive))).pending = false;
@@ -187,6 +164,75 @@ program::Module assemble_stream(const Stream& st, const std::vector<bool>& dead)
 
 void count_flush(const char* reason) { g_stats.flush_reasons[reason]++; }
 
+// A background compile that finished: its cost joins the stats once.
+void account(CachedProgram& c) {
+  if (c.accounted || !c.pending || !c.pending->done.load(std::memory_order_acquire)) return;
+  c.accounted = true;
+  g_stats.compiles += c.pending->built;
+  g_stats.compile_time_us += c.pending->time_us;
+  if (c.pending->failed()) {
+    g_stats.background_failures++;
+    TORCH_WARN("fused eager: the program of a ", c.module->label, " could not be compiled; the stream keeps ",
+               "running op by op: ", c.pending->error.substr(0, c.pending->error.find('\n')));
+  }
+}
+
+void remember(const std::vector<int64_t>& key, CachedProgram c) {
+  if (g_programs.size() >= max_programs()) {
+    g_programs.erase(g_lru.back());
+    g_lru.pop_back();
+  }
+  g_lru.push_front(key);
+  c.lru = g_lru.begin();
+  g_programs[key] = std::move(c);
+}
+
+std::shared_ptr<CompiledModule> new_module(const Stream& st) {
+  auto module = std::make_shared<CompiledModule>();
+  module->label = "fused program (" + std::to_string(st.ops.size()) + " ops, " + st.ops.front().fused->label +
+                  " ... " + st.ops.back().fused->label + ")";
+  return module;
+}
+
+// The stream's compiled program, or null while it is not compiled (it then runs op by op). In the
+// inline policy a new program is compiled here; in the background policy it is queued when the
+// stream runs for the second time.
+std::shared_ptr<CompiledModule> program_for(const Stream& st, const std::vector<int64_t>& key,
+                                            const std::vector<bool>& dead) {
+  auto found = g_programs.find(key);
+  if (found != g_programs.end()) {
+    CachedProgram& c = found->second;
+    g_lru.splice(g_lru.begin(), g_lru, c.lru);
+    account(c);
+    if (c.pending && !c.pending->ready()) return nullptr;
+    g_stats.cache_hits++;
+    return c.module;
+  }
+  auto assemble = [&] { return assemble_for_targets([&] { return assemble_stream(st, dead); }); };
+  if (fused_compile() == FusedCompile::Inline) {
+    auto start = std::chrono::steady_clock::now();
+    int64_t built_before = modules_built_on_this_thread();
+    std::shared_ptr<CompiledModule> module = new_module(st);
+    compile_module(*module, assemble(), st.device, /*keep_text=*/false);
+    g_stats.assembled++;
+    g_stats.compiles += modules_built_on_this_thread() - built_before;
+    g_stats.compile_time_us +=
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    remember(key, CachedProgram{module, nullptr, true, {}});
+    return module;
+  }
+  size_t hash = VecHash()(key);
+  if (g_seen.size() > 16 * max_programs()) g_seen.clear();
+  if (++g_seen[hash] < kCompileAtRun) return nullptr;
+  g_seen.erase(hash);
+  std::shared_ptr<CompiledModule> module = new_module(st);
+  std::shared_ptr<BackgroundCompile> pending = compile_in_background(module, assemble(), st.device);
+  g_stats.assembled++;
+  g_stats.background_compiles++;
+  remember(key, CachedProgram{module, pending, false, {}});
+  return nullptr;
+}
+
 void flush_locked(const char* reason) {
   if (g_stream.ops.empty()) return;
   Stream st = std::move(g_stream);
@@ -226,30 +272,14 @@ void flush_locked(const char* reason) {
   }
 
   try {
-    std::shared_ptr<CompiledModule> module;
-    auto found = g_programs.find(key);
-    if (found != g_programs.end()) {
-      module = found->second.module;
-      g_lru.splice(g_lru.begin(), g_lru, found->second.lru);
-      g_stats.cache_hits++;
-    } else {
-      auto start = std::chrono::steady_clock::now();
-      int64_t built_before = metrics().compiles + metrics().disk_cache_hits;
-      module = std::make_shared<CompiledModule>();
-      module->label = "fused program (" + std::to_string(st.ops.size()) + " ops, " + st.ops.front().fused->label +
-                      " ... " + st.ops.back().fused->label + ")";
-      compile_module(*module, assemble_for_targets([&] { return assemble_stream(st, dead); }), st.device,
-                     /*keep_text=*/false);
-      g_stats.assembled++;
-      g_stats.compiles += metrics().compiles + metrics().disk_cache_hits - built_before;
-      g_stats.compile_time_us +=
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-      if (g_programs.size() >= max_programs()) {
-        g_programs.erase(g_lru.back());
-        g_lru.pop_back();
-      }
-      g_lru.push_front(key);
-      g_programs[key] = CachedProgram{module, g_lru.begin()};
+    std::shared_ptr<CompiledModule> module = program_for(st, key, dead);
+    if (!module) {
+      // Its program is not compiled yet: the ops run through strict plans meanwhile.
+      g_stats.op_by_op_compiles += run_op_by_op(st, dead, stand_ins);
+      g_stats.op_by_op_runs++;
+      g_stats.op_by_op_ops += static_cast<int64_t>(st.ops.size());
+      clear_pending(st);
+      return;
     }
 
     // The stream's bindings as one call: its storages, every op's tensors and scalars in order.
@@ -269,8 +299,9 @@ void flush_locked(const char* reason) {
     g_stats.programs_run++;
     g_stats.ops_recorded += static_cast<int64_t>(st.ops.size());
     for (const RecordedOp& r : st.ops) g_runs_by_op[r.fused->label]++;
+    clear_pending(st);
   } catch (...) {
-    abandon(st);
+    clear_pending(st);
     throw;
   }
 }
@@ -369,8 +400,11 @@ void flush_fused(const char* reason) { flush_hook(reason); }
 
 FusedStats fused_stats() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
+  for (auto& [key, c] : g_programs) account(c);
   return g_stats;
 }
+
+void wait_for_fused_compiles() { wait_for_background_compiles(); }
 
 std::map<std::string, int64_t> fused_runs_by_op() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);

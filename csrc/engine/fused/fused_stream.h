@@ -37,6 +37,11 @@ struct FusedStats {
                                  // module does not depend on)
   int64_t compile_time_us = 0;   // assembling and compiling
   int64_t cache_hits = 0;        // flushes that found their program compiled
+  int64_t background_compiles = 0;  // programs queued on the compile worker
+  int64_t background_failures = 0;  // of those, rejected (their streams keep running op by op)
+  int64_t op_by_op_runs = 0;     // flushes run op by op (their program not compiled yet)
+  int64_t op_by_op_ops = 0;      // the ops they ran
+  int64_t op_by_op_compiles = 0;  // strict plans those runs built (what strict eager compiles)
   int64_t dropped_results = 0;   // intermediates not written out (dead before the run)
   std::map<std::string, int64_t> flush_reasons;
 };
@@ -44,5 +49,7 @@ FusedStats fused_stats();
 // Recorded ops that ran, by op ("add.Tensor"), since the process started (as strict plans count).
 std::map<std::string, int64_t> fused_runs_by_op();
 void reset_fused_stats();
+// Blocks until the fused programs compiling in the background are ready (tests, benchmarks).
+void wait_for_fused_compiles();
 
 }  // namespace tpu::engine
