@@ -55,11 +55,11 @@ def main():
     inputs = tokenizer(args.prompt, return_tensors="pt").to("tpu")
     prompt_tokens = inputs["input_ids"].shape[1]
 
-    compiles = torch_tpu._C._cache_stats()["compiles"]
+    compiles = torch_tpu.metrics.compiles()
     start = time.perf_counter()
     output = generate(model, inputs, args, args.max_new_tokens)
     first_run = time.perf_counter() - start
-    first_compiles = torch_tpu._C._cache_stats()["compiles"] - compiles
+    first_compiles = torch_tpu.metrics.compiles_line(compiles, torch_tpu.metrics.compiles())
     new_tokens = output.shape[1] - prompt_tokens
 
     print(tokenizer.decode(output[0], skip_special_tokens=True))
@@ -67,7 +67,7 @@ def main():
     print(f"platform: {torch.tpu.get_device_name()} - {torch_tpu._C._runtime_description()}")
     print(f"model: {args.model} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
           f"{next(model.parameters()).dtype}), cache: {args.cache}")
-    print(f"first generate: {new_tokens} tokens in {first_run:.2f} s, {first_compiles} executables compiled")
+    print(f"first generate: {new_tokens} tokens in {first_run:.2f} s, {first_compiles}")
 
     # Warm: the same generation again, timed as prefill (one token) and decode.
     torch.tpu.synchronize()
@@ -76,7 +76,7 @@ def main():
     torch.tpu.synchronize()
     prefill = time.perf_counter() - start
     before = torch_tpu.aot.stats()
-    compiles = torch_tpu._C._cache_stats()["compiles"]
+    compiles = torch_tpu.metrics.compiles()
     start = time.perf_counter()
     output = generate(model, inputs, args, args.max_new_tokens)
     torch.tpu.synchronize()
@@ -84,7 +84,7 @@ def main():
     decoded = max(output.shape[1] - prompt_tokens - 1, 1)
     print(f"prefill: {prompt_tokens / prefill:.1f} tokens/s ({prompt_tokens} prompt tokens in {prefill * 1e3:.1f} ms)")
     print(f"decode:  {decoded / max(total - prefill, 1e-9):.1f} tokens/s; "
-          f"{torch_tpu._C._cache_stats()['compiles'] - compiles} executables compiled in this second run")
+          f"{torch_tpu.metrics.compiles_line(compiles, torch_tpu.metrics.compiles(), ' in this second run')}")
     after = torch_tpu.aot.stats()
     if after["topology"] and not after["error"]:
         chip = after["topology"].split(":")[0]

@@ -67,13 +67,14 @@ def main(argv=None):
 
     def run():
         generator = torch.Generator("tpu").manual_seed(args.seed)
-        compiles = torch_tpu._C._cache_stats()["compiles"]
+        compiles = torch_tpu.metrics.compiles()
         before = torch_tpu.aot.stats()
         start = time.perf_counter()
         image = pipe(prompt=args.prompt, height=size, width=size, num_inference_steps=steps,
                      guidance_scale=args.guidance, generator=generator).images[0]
         seconds = time.perf_counter() - start
-        return image, seconds, torch_tpu._C._cache_stats()["compiles"] - compiles, before, torch_tpu.aot.stats()
+        compiled = torch_tpu.metrics.compiles_line(compiles, torch_tpu.metrics.compiles())
+        return image, seconds, compiled, before, torch_tpu.aot.stats()
 
     _, first, first_compiles, _, _ = run()
     image, second, second_compiles, before, after = run()
@@ -82,8 +83,8 @@ def main(argv=None):
     print(f"platform: {torch.tpu.get_device_name()} - {torch_tpu._C._runtime_description()}")
     print(f"pipeline: {model} ({args.dtype}, {steps} steps, transformer "
           f"{'compiled (backend tpu)' if args.compile else 'eager'})")
-    print(f"first call:  {first:.2f} s, {first_compiles} executables compiled")
-    print(f"second call: {second:.2f} s, {second_compiles} executables compiled "
+    print(f"first call:  {first:.2f} s, {first_compiles}")
+    print(f"second call: {second:.2f} s, {second_compiles} "
           f"({first / max(second, 1e-9):.1f}x faster)")
     if after["topology"] and not after["error"]:
         run = torch_tpu.aot.between(before, after)

@@ -28,6 +28,22 @@ def fallback_count() -> int:
     return sum(_C._fallback_counts().values())
 
 
+def compiles() -> dict:
+    """Executables the plugin compiled so far: `waited` (a call waited for them) and `background`
+    (fused eager's programs compiled on its worker thread while their streams ran op by op,
+    docs/eager_modes.md)."""
+    background = _C._fused_stats()["background_compiled"]
+    return {"waited": _C._cache_stats()["compiles"] - background, "background": background}
+
+
+def compiles_line(before: dict, after: dict, where: str = "") -> str:
+    """"3 executables compiled" or "0 executables compiled (2 fused programs in the background)",
+    between two compiles() readings; `where` goes after "compiled"."""
+    waited, background = after["waited"] - before["waited"], after["background"] - before["background"]
+    note = f" ({background} fused program{'s' if background != 1 else ''} in the background)" if background else ""
+    return f"{waited} executables compiled{where}{note}"
+
+
 def reset() -> None:
     _C._reset_metrics()
     compile_stats = sys.modules.get("torch_tpu.compile.stats")

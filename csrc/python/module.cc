@@ -161,6 +161,8 @@ PYBIND11_MODULE(_C, m) {
     d["cache_hits"] = f.cache_hits;
     d["background_compiles"] = f.background_compiles;
     d["background_failures"] = f.background_failures;
+    d["background_compiled"] = f.background_compiled;
+    d["background_loaded"] = f.background_loaded;
     d["op_by_op_runs"] = f.op_by_op_runs;
     d["op_by_op_ops"] = f.op_by_op_ops;
     d["op_by_op_compiles"] = f.op_by_op_compiles;

@@ -19,6 +19,13 @@ def executables_built():
     return stats["compiles"] + stats["disk_hits"]
 
 
+def executables_waited_for():
+    """executables_built() less fused eager's programs built on its worker thread, which no call
+    waits for (docs/eager_modes.md): the two are equal outside fused eager's background policy."""
+    fused = torch_tpu._C._fused_stats()
+    return executables_built() - fused["background_compiled"] - fused["background_loaded"]
+
+
 def rand(*shape, dtype=torch.float32, seed=0, low=-20, high=20, scale=1.0, offset=0.0):
     """Seeded inputs of `shape`, the same on every run and host (the seed is offset by the
     extents, so two shapes differ): normal values (`scale` * N(0, 1) + `offset`), integers in

@@ -340,8 +340,9 @@ def test_a_steady_loop_compiles_no_more_on_the_callers_thread_than_strict_eager(
     torch_tpu._C._wait_fused_compiles()
     s = stats()
     on_the_callers_thread = executables_built() - before - s["compiles"]
-    assert fused[0] == strict[0]
-    torch.testing.assert_close(fused[1], strict[1], rtol=0, atol=0)
+    # Op by op is strict eager's executables; the fused program may round differently.
+    torch.testing.assert_close(torch.tensor(fused[0]), torch.tensor(strict[0]))
+    torch.testing.assert_close(fused[1], strict[1])
     assert 0 < on_the_callers_thread <= strict_built, (on_the_callers_thread, strict_built)
     assert s["background_compiles"] >= 1 and s["op_by_op_compiles"] <= strict_built
 

@@ -26,7 +26,7 @@ std::atomic<CompileObserver> g_observer{nullptr};
 // bounded, plan_cache.h), this table only shares one executable between plans of equal modules.
 std::unordered_map<std::string, std::weak_ptr<pjrt::Executable>> g_memory;
 size_t g_live_at_last_sweep = 0;
-thread_local int64_t t_built = 0;
+thread_local ThreadBuilds t_builds;
 
 uint64_t fnv1a(const std::string& s, uint64_t seed) {
   uint64_t h = 1469598103934665603ULL ^ seed;
@@ -177,7 +177,7 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
     exe = rt.client().try_deserialize(bytes, &error);
     if (exe) {
       metrics().disk_cache_hits++;
-      t_built++;
+      t_builds.loaded++;
     } else {
       // An entry of another plugin build: recompile and overwrite it. Rare and worth seeing: a
       // plugin that rejects its own entries recompiles every time.
@@ -191,7 +191,7 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - start).count();
     metrics().compiles++;
-    t_built++;
+    t_builds.compiled++;
     metrics().compile_time_us += us;
     if (!file.empty()) {
       try {
@@ -214,7 +214,7 @@ std::shared_ptr<pjrt::Executable> plugin_get_or_compile(const std::string& modul
 
 }  // namespace
 
-int64_t modules_built_on_this_thread() { return t_built; }
+ThreadBuilds builds_on_this_thread() { return t_builds; }
 
 void set_compile_observer(CompileObserver observer) { g_observer.store(observer); }
 

@@ -23,9 +23,17 @@ std::shared_ptr<pjrt::Executable> get_or_compile(const std::string& module_text,
                                                  std::shared_ptr<const AotResult>* aot = nullptr,
                                                  const std::string& observed_text = "");
 std::string cache_directory();
-// Executables this thread built or loaded from disk (not found in memory) since it started: what
-// one caller's compile cost, whatever other threads compile meanwhile.
-int64_t modules_built_on_this_thread();
+// Executables this thread compiled, and loaded from the disk cache, since it started: what one
+// caller's compiles cost, whatever other threads compile meanwhile.
+struct ThreadBuilds {
+  int64_t compiled = 0;
+  int64_t loaded = 0;
+};
+ThreadBuilds builds_on_this_thread();
+inline int64_t modules_built_on_this_thread() {
+  ThreadBuilds b = builds_on_this_thread();
+  return b.compiled + b.loaded;
+}
 
 // Sees every module get_or_compile is asked for (once per call; it de-duplicates itself).
 using CompileObserver = std::shared_ptr<const AotResult> (*)(const std::string& module_text,

@@ -35,14 +35,16 @@ Worker& worker() {
 
 void run(Job& job) {
   auto start = std::chrono::steady_clock::now();
-  int64_t built_before = modules_built_on_this_thread();
+  ThreadBuilds before = builds_on_this_thread();
   try {
     compile_module(*job.result->module, std::move(job.assembled), job.device, /*keep_text=*/false);
   } catch (const std::exception& e) {
     job.result->error = e.what();
     if (job.result->error.empty()) job.result->error = "compile failed";
   }
-  job.result->built = modules_built_on_this_thread() - built_before;
+  ThreadBuilds after = builds_on_this_thread();
+  job.result->compiled = after.compiled - before.compiled;
+  job.result->loaded = after.loaded - before.loaded;
   job.result->time_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
   job.result->done.store(true, std::memory_order_release);

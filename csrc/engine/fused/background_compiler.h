@@ -17,7 +17,8 @@ struct BackgroundCompile {
   std::shared_ptr<CompiledModule> module;
   std::atomic<bool> done{false};  // set after the fields below
   std::string error;              // the compile's error ("" if it succeeded)
-  int64_t built = 0;              // executables built or loaded from disk (0: found in memory)
+  int64_t compiled = 0;           // executables compiled, and loaded from disk (both 0: found in memory)
+  int64_t loaded = 0;
   int64_t time_us = 0;
 
   bool ready() const { return done.load(std::memory_order_acquire) && error.empty(); }

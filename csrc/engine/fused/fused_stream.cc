@@ -168,7 +168,9 @@ void count_flush(const char* reason) { g_stats.flush_reasons[reason]++; }
 void account(CachedProgram& c) {
   if (c.accounted || !c.pending || !c.pending->done.load(std::memory_order_acquire)) return;
   c.accounted = true;
-  g_stats.compiles += c.pending->built;
+  g_stats.compiles += c.pending->compiled + c.pending->loaded;
+  g_stats.background_compiled += c.pending->compiled;
+  g_stats.background_loaded += c.pending->loaded;
   g_stats.compile_time_us += c.pending->time_us;
   if (c.pending->failed()) {
     g_stats.background_failures++;

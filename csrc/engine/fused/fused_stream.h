@@ -39,6 +39,8 @@ struct FusedStats {
   int64_t cache_hits = 0;        // flushes that found their program compiled
   int64_t background_compiles = 0;  // programs queued on the compile worker
   int64_t background_failures = 0;  // of those, rejected (their streams keep running op by op)
+  int64_t background_compiled = 0;  // executables the worker compiled, and loaded from the disk
+  int64_t background_loaded = 0;    // cache (both in `compiles` too; no caller waited for them)
   int64_t op_by_op_runs = 0;     // flushes run op by op (their program not compiled yet)
   int64_t op_by_op_ops = 0;      // the ops they ran
   int64_t op_by_op_compiles = 0;  // strict plans those runs built (what strict eager compiles)
