@@ -106,20 +106,20 @@ test-aot-slice: setup
 	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PYTEST) -q --durations=15 $(SLICE)
 
 # Fused eager (docs/eager_modes.md): the suites again with ops recorded and run as programs. The
-# op suite compiles every stream's program at its first run (TORCH_TPU_FUSED_COMPILE=inline), so
-# each op is assembled into a fused program; the model suites use the default (background
-# compiles, a new stream running op by op meanwhile). `make test` runs a slice (the mode's own
+# op suite compiles every stream's program at its first run (TORCH_TPU_FUSED_COMPILE=inline, the
+# default), so each op is assembled into a fused program; the model suites run with background
+# compiles (a new stream running op by op meanwhile). `make test` runs a slice (the mode's own
 # tests, views, element-wise, indexing, the fuzz slice, Transformers generate); `make test-fused`
 # runs the op suite and the model suites.
 FUSED_OP_SLICE := $(addprefix tests/python/,test_fused_eager.py test_views.py test_ops_elementwise.py \
   test_ops_index.py test_fuzz_slice.py)
 test-fused-slice: setup
-	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused TORCH_TPU_FUSED_COMPILE=inline $(PYTEST) -q $(FUSED_OP_SLICE)
-	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q tests/python/test_transformers.py
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(FUSED_OP_SLICE)
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused TORCH_TPU_FUSED_COMPILE=background $(PYTEST) -q tests/python/test_transformers.py
 
 test-fused: setup
-	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused TORCH_TPU_FUSED_COMPILE=inline $(PYTEST) -q $(OP_SUITE)
-	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(foreach f,$(MODEL_SUITES),tests/python/$(f))
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(OP_SUITE)
+	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused TORCH_TPU_FUSED_COMPILE=background $(PYTEST) -q $(foreach f,$(MODEL_SUITES),tests/python/$(f))
 
 test-aot: setup
 	TORCH_TPU_QUIET=1 $(AOT_ENV) $(PYTEST) -q $(OP_SUITE)

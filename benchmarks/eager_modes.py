@@ -23,6 +23,7 @@ if importlib.util.find_spec("libtpu") and "TORCH_TPU_AOT_CHECK" not in os.enviro
 import torch  # noqa: E402
 
 import torch_tpu  # noqa: E402
+import torch_tpu.aot  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
@@ -110,11 +111,11 @@ def main():
                 from torch_tpu.compile import stats
                 stats.executables.clear()
             run = in_mode(mode, make(mode == "compiled"))
-            for _ in range(2):  # compiles (fused: op by op, then its programs queued)
+            for _ in range(3):  # compiles (background fused: op by op, programs queued once a stream recurs)
                 run()
                 sync("tpu")
             torch_tpu._C._wait_fused_compiles()
-            run()  # fused: switches to the programs
+            run()  # fused: every program compiled
             sync("tpu")
             before = torch_tpu._C._fused_stats()["compiles"]
             launches, host = launches_and_host(run)
@@ -146,18 +147,26 @@ def first_calls(table, tokens):
     for before the steady state (compiles on the calling thread, or op by op while compiling)."""
     import subprocess
 
-    print("\nFirst calls, each mode in a fresh process, disk cache off (seconds per call, calls 1-4):")
-    print("| workload | mode | call 1 | call 2 | call 3 | call 4 | executables built on the calling thread |")
-    print("|---|---|---|---|---|---|---|")
+    def child(index, mode, env, aot):
+        out = subprocess.run(
+            [sys.executable, __file__, "--first-calls", str(index), "--tokens", str(tokens)],
+            env=dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_CACHE_DIR="", TORCH_TPU_AOT_CHECK=aot, **env),
+            capture_output=True, text=True, check=True)
+        return out.stdout.split()[-6:]
+
+    aot = "v6e:1x1" if importlib.util.find_spec("libtpu") else ""
+    print("\nFirst calls, each mode in a fresh process, disk cache off: seconds per call (calls 1-4, XLA:CPU, "
+          "AOT check off), executables built on the calling thread, and libtpu's compile seconds for the "
+          "same four calls (a second process with the AOT check on: what a TPU host would spend compiling)")
+    print("| workload | mode | call 1 | call 2 | call 3 | call 4 | built on the calling thread | libtpu compile s |")
+    print("|---|---|---|---|---|---|---|---|")
     for index, (title, _, _) in enumerate(table):
         for name, env in FIRST_CALL_MODES:
             mode = "strict" if name == "strict" else "fused"
-            out = subprocess.run(
-                [sys.executable, __file__, "--first-calls", str(index), "--tokens", str(tokens)],
-                env=dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_CACHE_DIR="", TORCH_TPU_AOT_CHECK="", **env),
-                capture_output=True, text=True, check=True)
-            *times, built = out.stdout.split()[-5:]
-            print(f"| {title} | {name} | " + " | ".join(times) + f" | {built} |", flush=True)
+            *times, built, _ = child(index, mode, env, "")
+            libtpu = child(index, mode, env, aot)[-1] if aot else "n/a"
+            title = title.replace(", per token (", " (whole call, ")
+            print(f"| {title} | {name} | " + " | ".join(times) + f" | {built} | {libtpu} |", flush=True)
 
 
 def first_calls_child(index, tokens):
@@ -171,10 +180,11 @@ def first_calls_child(index, tokens):
         sync("tpu")
         times.append(time.perf_counter() - start)
     torch_tpu._C._wait_fused_compiles()
-    stats = torch_tpu._C._cache_stats()
-    built = stats["compiles"] + stats["disk_hits"] - torch_tpu._C._fused_stats()["compiles"] * (
-        torch_tpu._C._fused_compile() == "background")
-    print(" ".join(f"{t:.2f}" for t in times), built)
+    stats, fused = torch_tpu._C._cache_stats(), torch_tpu._C._fused_stats()
+    built = stats["compiles"] + stats["disk_hits"] - fused["background_compiled"] - fused["background_loaded"]
+    libtpu = torch_tpu.aot.stats()
+    libtpu_s = f"{libtpu['compile_seconds']:.2f}" if libtpu["topology"] and not libtpu["error"] else "n/a"
+    print(" ".join(f"{t:.2f}" for t in times), built, libtpu_s)
 
 
 if __name__ == "__main__":

@@ -52,10 +52,13 @@ def no_new_compiles():
     """Raises NewCompileError at the end of the block if anything compiled in it (a warmed-up
     serving or training loop should not), naming what compiled again and why."""
     before = _executables_built()
+    fused_before = _C._fused_stats()
     reasons_before = dict(_C._recompile_reasons())
     yield
     compiled = _executables_built() - before
     if compiled:
+        fused = _C._fused_stats()
+        fused_programs = fused["compiles"] - fused_before["compiles"]
         reasons = {r: n - reasons_before.get(r, 0) for r, n in _C._recompile_reasons().items()
                    if n > reasons_before.get(r, 0)}
         lines = [f"{compiled} executable(s) compiled (or loaded from the disk cache) inside no_new_compiles()"]
@@ -64,4 +67,9 @@ def no_new_compiles():
             lines += [f"  {r}" for r in list(reasons)[:10]]
         else:
             lines.append("no op compiled again: these are first compiles of new ops or graphs")
+        if fused_programs:
+            queued = fused["background_compiles"] - fused_before["background_compiles"]
+            lines.append(f"{fused_programs} of them fused eager programs (new stream signatures"
+                         + (f"; {queued} queued for the background compiler" if queued else "")
+                         + "): TORCH_TPU_FUSED_TRACE=1 shows each stream's signature")
         raise NewCompileError("\n".join(lines))

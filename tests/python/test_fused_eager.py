@@ -370,3 +370,13 @@ def test_a_bad_compile_policy_is_an_error_naming_the_variable():
     assert bad.returncode != 0 and "TORCH_TPU_FUSED_COMPILE" in bad.stderr and "got 'later'" in bad.stderr
     with pytest.raises(ValueError, match="'background' or 'inline'"):
         torch_tpu._C._set_fused_compile("soon")
+
+
+def test_no_new_compiles_names_a_new_fused_program():
+    x = torch.randn(9, 4, device="tpu")
+    (x * 2 + 1).sum().item()  # warm: this stream's program exists
+    with torch.tpu.no_new_compiles():
+        (x * 2 + 1).sum().item()
+    with pytest.raises(torch_tpu.dynamism.NewCompileError, match="1 of them fused eager programs"):
+        with torch.tpu.no_new_compiles():
+            (x * 3 - x.exp()).amax().item()  # a new stream signature

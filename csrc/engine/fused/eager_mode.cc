@@ -24,7 +24,7 @@ std::atomic<EagerMode>& mode() {
 std::atomic<FusedCompile>& compile_when() {
   static std::atomic<FusedCompile> w{[] {
     const char* env = std::getenv("TORCH_TPU_FUSED_COMPILE");
-    return env == nullptr || *env == '\0' ? FusedCompile::Background : parse_fused_compile(env);
+    return env == nullptr || *env == '\0' ? FusedCompile::Inline : parse_fused_compile(env);
   }()};
   return w;
 }

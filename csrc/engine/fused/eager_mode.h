@@ -17,10 +17,11 @@ std::string eager_mode_name(EagerMode mode);
 // "strict" | "fused" | "debug"; anything else raises a ValueError naming the choices.
 EagerMode parse_eager_mode(const std::string& name);
 
-// When fused eager compiles a stream's program (TORCH_TPU_FUSED_COMPILE): `background` (the
-// default) runs a new stream op by op through strict plans, compiles its program on a worker
-// thread once the stream recurs, and switches to it when it is ready; `inline` compiles a new
-// stream's program at its first run and waits for it.
+// When fused eager compiles a stream's program (TORCH_TPU_FUSED_COMPILE): `inline` (the default:
+// one fused compile costs less than the strict plans of its ops, docs/eager_modes.md) compiles a
+// new stream's program at its first run and waits for it; `background` runs a new stream op by op
+// through strict plans, compiles its program on a worker thread once the stream recurs, and
+// switches to it when it is ready.
 enum class FusedCompile { Background, Inline };
 FusedCompile fused_compile();
 void set_fused_compile(FusedCompile when);

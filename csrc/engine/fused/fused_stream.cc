@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <mutex>
@@ -164,6 +165,23 @@ program::Module assemble_stream(const Stream& st, const std::vector<bool>& dead)
 
 void count_flush(const char* reason) { g_stats.flush_reasons[reason]++; }
 
+// TORCH_TPU_FUSED_TRACE=1: one line per run on stderr, to see why a loop compiles new programs.
+bool trace() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_FUSED_TRACE");
+    return v != nullptr && *v != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
+
+void trace_flush(const Stream& st, const std::vector<int64_t>& key, const char* reason, const char* outcome) {
+  std::vector<int64_t> ops_key(key.begin(), key.begin() + static_cast<std::ptrdiff_t>(st.key.size()));
+  std::vector<int64_t> live(key.begin() + static_cast<std::ptrdiff_t>(st.key.size()), key.end());
+  std::fprintf(stderr, "torch-tpu fused: %zu ops (%s ... %s), calls %016zx, liveness %016zx, at %s: %s\n",
+               st.ops.size(), st.ops.front().fused->label.c_str(), st.ops.back().fused->label.c_str(),
+               VecHash()(ops_key), VecHash()(live), reason, outcome);
+}
+
 // A background compile that finished: its cost joins the stats once.
 void account(CachedProgram& c) {
   if (c.accounted || !c.pending || !c.pending->done.load(std::memory_order_acquire)) return;
@@ -200,14 +218,18 @@ std::shared_ptr<CompiledModule> new_module(const Stream& st) {
 // inline policy a new program is compiled here; in the background policy it is queued when the
 // stream runs for the second time.
 std::shared_ptr<CompiledModule> program_for(const Stream& st, const std::vector<int64_t>& key,
-                                            const std::vector<bool>& dead) {
+                                            const std::vector<bool>& dead, const char** outcome) {
   auto found = g_programs.find(key);
   if (found != g_programs.end()) {
     CachedProgram& c = found->second;
     g_lru.splice(g_lru.begin(), g_lru, c.lru);
     account(c);
-    if (c.pending && !c.pending->ready()) return nullptr;
+    if (c.pending && !c.pending->ready()) {
+      *outcome = "compiling: op by op";
+      return nullptr;
+    }
     g_stats.cache_hits++;
+    *outcome = "cached program";
     return c.module;
   }
   auto assemble = [&] { return assemble_for_targets([&] { return assemble_stream(st, dead); }); };
@@ -221,17 +243,22 @@ std::shared_ptr<CompiledModule> program_for(const Stream& st, const std::vector<
     g_stats.compile_time_us +=
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
     remember(key, CachedProgram{module, nullptr, true, {}});
+    *outcome = "compiled now";
     return module;
   }
   size_t hash = VecHash()(key);
   if (g_seen.size() > 16 * max_programs()) g_seen.clear();
-  if (++g_seen[hash] < kCompileAtRun) return nullptr;
+  if (++g_seen[hash] < kCompileAtRun) {
+    *outcome = "new: op by op";
+    return nullptr;
+  }
   g_seen.erase(hash);
   std::shared_ptr<CompiledModule> module = new_module(st);
   std::shared_ptr<BackgroundCompile> pending = compile_in_background(module, assemble(), st.device);
   g_stats.assembled++;
   g_stats.background_compiles++;
   remember(key, CachedProgram{module, pending, false, {}});
+  *outcome = "seen again: queued, op by op";
   return nullptr;
 }
 
@@ -274,7 +301,9 @@ void flush_locked(const char* reason) {
   }
 
   try {
-    std::shared_ptr<CompiledModule> module = program_for(st, key, dead);
+    const char* outcome = "";
+    std::shared_ptr<CompiledModule> module = program_for(st, key, dead, &outcome);
+    if (trace()) trace_flush(st, key, reason, outcome);
     if (!module) {
       // Its program is not compiled yet: the ops run through strict plans meanwhile.
       g_stats.op_by_op_compiles += run_op_by_op(st, dead, stand_ins);
