@@ -290,14 +290,8 @@ void flush_locked(const char* reason) {
       g_stats.dropped_results++;
       continue;
     }
-    auto stand_in = std::make_unique<StorageBuffer>();
-    stand_in->device = st.device;
-    if (s.buffer) stand_in->shards.push_back(s.buffer);
-    stand_in->dtype = s.ref.dtype;
-    stand_in->dims = s.dims;
-    stand_in->layout_set = true;
-    s.ref.buffer = stand_in.get();
-    stand_ins.push_back(std::move(stand_in));
+    stand_ins.push_back(stand_in_for(s, st.device));
+    s.ref.buffer = stand_ins.back().get();
   }
 
   try {

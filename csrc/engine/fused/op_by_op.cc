@@ -34,14 +34,8 @@ int64_t run_op_by_op(Stream& st, const std::vector<bool>& dead,
   for (size_t k = 0; k < st.storages.size(); ++k) {
     StreamStorage& s = st.storages[k];
     if (!dead[k] || !s.made_here) continue;
-    auto stand_in = std::make_unique<StorageBuffer>();
-    stand_in->device = st.device;
-    stand_in->dtype = s.ref.dtype;
-    stand_in->dims = s.dims;
-    stand_in->layout_set = true;
-    stand_in->nbytes = static_cast<size_t>(program::Layout{s.dims}.numel() * hlo::bit_width(s.ref.dtype) / 8);
-    s.ref.buffer = stand_in.get();
-    stand_ins.push_back(std::move(stand_in));
+    stand_ins.push_back(stand_in_for(s, st.device));
+    s.ref.buffer = stand_ins.back().get();
   }
   int64_t built_before = modules_built_on_this_thread();
   for (const RecordedOp& r : st.ops) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/call/op_call.h"
+#include "engine/device/storage.h"
 #include "engine/fused/fused_ops.h"
 #include "pjrt/buffer.h"
 
@@ -30,6 +31,11 @@ struct StreamStorage {
   std::shared_ptr<pjrt::Buffer> buffer;  // outside storages: their buffer (null if unwritten)
   std::vector<int64_t> dims;             // the buffer's layout
 };
+
+// A buffer holder for a storage that died before the run (engine/device/storage.h's StorageBuffer
+// with the storage's dtype and layout): an outside one holds the buffer the stream kept; an
+// intermediate's is empty until an op writes it.
+std::unique_ptr<StorageBuffer> stand_in_for(const StreamStorage& s, int device);
 
 struct RecordedOp {
   std::optional<c10::OperatorHandle> op;  // a copy: the caller's handle may be a temporary
