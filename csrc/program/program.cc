@@ -49,10 +49,10 @@ Value Program::scalar(DType dtype, int binding) {
   return v;
 }
 
-Value Program::rng_key() {
+Value Program::rng_key(int binding) {
   Value v = b_.arg(Type(DType::U64, {2}));
   ++num_args_;
-  params_.push_back({Param::Kind::RngKey, 0, DType::U64});
+  params_.push_back({Param::Kind::RngKey, binding, DType::U64});
   return v;
 }
 

@@ -88,7 +88,7 @@ class Program {
   void write(int slot, const View& view, Value value);
 
   Value scalar(DType dtype, int binding);
-  Value rng_key();
+  Value rng_key(int binding = 0);  // binding: which drawn key (OpCall::drawn_keys), if any
 
   // Calls `rule`; checks it returned one value per out type and converts each to its dtype.
   // A nullopt out type marks an output the caller does not want (e.g. a gradient masked off

@@ -351,6 +351,7 @@ def test_the_process_exits_cleanly_while_a_program_compiles_in_the_background():
     code = (
         "import torch, torch_tpu\n"
         "x = torch.randn(64, 64, device='tpu')\n"
+        "torch.tpu.synchronize()\n"  # the draw runs alone: the loop's two streams are the same
         "for _ in range(2):\n"  # the second run queues the program's compile; then the process ends
         "    y = x\n"
         "    for _ in range(12): y = (y @ x).tanh() * 0.5 + y.sin()\n"
@@ -374,9 +375,58 @@ def test_a_bad_compile_policy_is_an_error_naming_the_variable():
 
 def test_no_new_compiles_names_a_new_fused_program():
     x = torch.randn(9, 4, device="tpu")
+    torch.tpu.synchronize()  # the draw runs alone
     (x * 2 + 1).sum().item()  # warm: this stream's program exists
     with torch.tpu.no_new_compiles():
         (x * 2 + 1).sum().item()
     with pytest.raises(torch_tpu.dynamism.NewCompileError, match="1 of them fused eager programs"):
         with torch.tpu.no_new_compiles():
             (x * 3 - x.exp()).amax().item()  # a new stream signature
+
+
+def test_a_process_forked_while_a_program_compiles_exits_cleanly():
+    # A DataLoader worker forked while the worker thread compiles: the child has no worker thread
+    # and must neither hang at exit nor wait for the parent's compile.
+    code = (
+        "import multiprocessing as mp, torch, torch_tpu\n"
+        "ws = [torch.randn(48 + i, 49 + i, device='tpu') for i in range(40)]\n"
+        "torch.tpu.synchronize()\n"
+        "for _ in range(2):\n"  # one long stream (no signature recurs in it); its second run queues it
+        "    y = torch.ones(2, 48, device='tpu')\n"
+        "    for w in ws: y = (y @ w).tanh()\n"
+        "    y.sum().item()\n"
+        "p = mp.get_context('fork').Process(target=sum, args=([1, 2],))\n"
+        "p.start(); p.join(120)\n"
+        "print('child', p.exitcode)\n"
+        "torch_tpu._C._wait_fused_compiles()\n"
+        "print('queued', torch_tpu._C._fused_stats()['background_compiles'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background"))
+    assert out.returncode == 0, out.stderr
+    words = out.stdout.split()
+    assert words[:2] == ["child", "0"] and words[2] == "queued" and int(words[3]) >= 1, out.stdout
+
+
+def test_random_ops_are_recorded_with_their_keys_in_program_order(policy):
+    def run():
+        torch.manual_seed(3)
+        x = torch.ones(64, 3, device="tpu")
+        g = torch.Generator("tpu").manual_seed(11)
+        a = torch.nn.functional.dropout(x * 2, 0.3)
+        b = torch.rand(64, 3, device="tpu") + a
+        c = torch.nn.functional.dropout(b, 0.5)
+        d = torch.randn(5, device="tpu", generator=g) * 0 + torch.randn(5, device="tpu", generator=g)
+        before = launches()
+        out = torch.stack([a, c]).cpu(), d.cpu()
+        return out, launches() - before, torch.rand(4, device="tpu").cpu()
+
+    (fused, d_fused), fused_launches, next_fused = run()
+    with torch.tpu.eager_mode("strict"):
+        (strict, d_strict), _, next_strict = run()
+    assert torch.equal(fused == 0, strict == 0)  # the same dropout masks: the same keys
+    torch.testing.assert_close(fused, strict)
+    torch.testing.assert_close(d_fused, d_strict)
+    assert torch.equal(next_fused, next_strict)  # the generator advanced as in strict eager
+    if policy == "inline":
+        assert fused_launches == 1  # the draws stay inside the program

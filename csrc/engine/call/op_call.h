@@ -68,6 +68,9 @@ struct OpCall {
   std::optional<at::Generator> generator;
   bool wants_generator = false;
   int device = -1;
+  // Fused eager: each random op's key, drawn from its generator when the op was recorded, by
+  // RngKey binding. Empty: the key is drawn when the call is bound.
+  std::vector<std::pair<uint64_t, uint64_t>> drawn_keys;
 };
 
 // A tensor argument has the lazy conjugate or negative bit set (math_bits.h): rules compute on

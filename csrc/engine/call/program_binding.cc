@@ -42,6 +42,11 @@ std::vector<std::shared_ptr<pjrt::Buffer>> bind_params(const std::vector<program
         bound.push_back(scalar_buffer(call.device, p.dtype, call.scalars[p.binding].value));
         break;
       case program::Param::Kind::RngKey: {
+        if (!call.drawn_keys.empty()) {  // drawn when the op was recorded (fused eager)
+          const auto& key = call.drawn_keys.at(p.binding);
+          bound.push_back(key_buffer(call.device, key.first, key.second));
+          break;
+        }
         at::Generator gen = call.generator.has_value() ? *call.generator : default_generator(call.device);
         auto key = gen.get<TpuGenerator>()->next_keys(random_draws);
         bound.push_back(key_buffer(call.device, key.first, key.second));

@@ -139,7 +139,7 @@ std::vector<Value> apply_op(program::Program& p, const c10::OperatorHandle& op, 
   a.bind(outputs.compute_dtype);
   const OpAdapter* adapter = find_adapter(op.operator_name());
   Value rng;
-  if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = p.rng_key();
+  if (call.wants_generator || (adapter != nullptr && adapter->draws_random_bits)) rng = p.rng_key(placement.rng_binding);
   std::vector<Arg> args = a.rule_args(op.schema(), stack, num_args);
   std::vector<std::optional<program::Type>> out_types;
   for (const Target& t : outputs.targets) {

@@ -20,6 +20,7 @@ struct OpPlacement {
   std::vector<int> slots;
   int tensor_base = 0;
   int scalar_base = 0;
+  int rng_binding = 0;  // a random op's key among the driver's drawn keys
 };
 
 // Applies the op's rule to `p`: reads the call's views, writes results that go to written

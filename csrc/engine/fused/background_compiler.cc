@@ -6,6 +6,8 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <new>
+#include <pthread.h>
 #include <thread>
 
 #include "engine/compile/executable_cache.h"
@@ -28,10 +30,10 @@ struct Worker {
   bool busy = false;
   bool stopping = false;
 };
-Worker& worker() {
-  static Worker* w = new Worker();
-  return *w;
-}
+Worker* g_worker = new Worker();
+bool g_started = false;  // under g_start_mu
+std::mutex g_start_mu;
+Worker& worker() { return *g_worker; }
 
 void run(Job& job) {
   auto start = std::chrono::steady_clock::now();
@@ -50,8 +52,8 @@ void run(Job& job) {
   job.result->done.store(true, std::memory_order_release);
 }
 
-void loop() {
-  Worker& w = worker();
+void loop(Worker* worker) {
+  Worker& w = *worker;
   std::unique_lock<std::mutex> lock(w.mu);
   while (true) {
     w.wake.wait(lock, [&] { return w.stopping || !w.queue.empty(); });
@@ -80,12 +82,25 @@ void stop_at_exit() {
   w.idle.wait(lock, [&] { return !w.busy; });
 }
 
+// A forked child (a DataLoader worker, a spawned rank) has no worker thread and may have copied
+// the queue's lock held: it starts afresh, with its own worker when it first needs one.
+void reset_in_child() {
+  g_worker = new Worker();  // the parent's copy is left alone: its lock may be held
+  new (&g_start_mu) std::mutex();
+  g_started = false;
+}
+
 void start_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+  std::lock_guard<std::mutex> lock(g_start_mu);
+  if (g_started) return;
+  static bool registered = [] {
     std::atexit(&stop_at_exit);  // registered after the runtime exists: runs before it is destroyed
-    std::thread(&loop).detach();
-  });
+    pthread_atfork(nullptr, nullptr, &reset_in_child);
+    return true;
+  }();
+  (void)registered;
+  std::thread(&loop, g_worker).detach();
+  g_started = true;
 }
 
 }  // namespace

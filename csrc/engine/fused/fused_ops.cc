@@ -43,9 +43,10 @@ std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, con
   for (const Target& t : fused->outputs.targets) {
     if (!t.undefined && c10::multiply_integers(t.sizes) == 0) empty = true;
   }
-  // Random ops run strict so that every draw takes its keys in the CPU's order; empty results
-  // have no buffer to write.
-  fused->recordable = !random && !empty;
+  // Empty results have no buffer to write. A random op takes its key when it is recorded, so
+  // every draw takes its generator's keys in program order, as in strict eager.
+  fused->recordable = !empty;
+  fused->draws_random = random;
   // The op alone, assembled once: a rule's error is raised here, at the op, not at the flush.
   if (fused->recordable) (void)assemble_op_program(op, stack, num_args, call, fused->outputs, *fused->rule, fused->label);
   return fused;

@@ -20,7 +20,8 @@ struct FusedOp {
   std::string label;  // "add.Tensor"
   OpOutputs outputs;
   const lowering::Rule* rule = nullptr;
-  bool recordable = false;  // false: the signature runs strict (random draws, empty results)
+  bool recordable = false;  // false: the signature runs strict (empty results, no lowering)
+  bool draws_random = false;  // takes a key from its generator (drawn when recorded)
 };
 
 // The signature's FusedOp, or null.

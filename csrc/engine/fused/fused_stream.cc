@@ -18,6 +18,7 @@
 #include "engine/compile/executable_cache.h"
 #include "engine/compile/metrics.h"
 #include "engine/device/dtypes.h"
+#include "engine/device/generator.h"
 #include "engine/device/pending_ops.h"
 #include "engine/device/storage.h"
 #include "engine/eager/eager_program.h"
@@ -128,6 +129,7 @@ program::Module assemble_stream(const Stream& st, const std::vector<bool>& dead)
     OpPlacement placement;
     placement.tensor_base = r.tensor_base;
     placement.scalar_base = r.scalar_base;
+    placement.rng_binding = std::max(r.rng_binding, 0);
     for (int k : r.storage) {
       if (slot[k] < 0) slot[k] = p.storage(slot_of(st.storages[k].ref, k));  // from outside
       placement.slots.push_back(slot[k]);
@@ -310,6 +312,7 @@ void flush_locked(const char* reason) {
     // The stream's bindings as one call: its storages, every op's tensors and scalars in order.
     OpCall merged;
     merged.device = st.device;
+    merged.drawn_keys = st.keys;
     for (const StreamStorage& s : st.storages) merged.storages.push_back(s.ref);
     for (const RecordedOp& r : st.ops) {
       for (TensorRef t : r.call.tensors) {
@@ -370,6 +373,12 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
   if (me == st.threads.end()) st.threads.push_back(std::this_thread::get_id());
   r.tensor_base = st.num_tensors;
   r.scalar_base = st.num_scalars;
+  if (fused->draws_random) {
+    // The key strict eager would take at this call, in program order.
+    at::Generator gen = call.generator.has_value() ? *call.generator : default_generator(static_cast<c10::DeviceIndex>(call.device));
+    r.rng_binding = static_cast<int>(st.keys.size());
+    st.keys.push_back(gen.get<TpuGenerator>()->next_key());
+  }
   st.key.push_back(static_cast<int64_t>(call.key.size()));
   st.key.insert(st.key.end(), call.key.begin(), call.key.end());
 

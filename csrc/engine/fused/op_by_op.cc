@@ -41,6 +41,7 @@ int64_t run_op_by_op(Stream& st, const std::vector<bool>& dead,
   for (const RecordedOp& r : st.ops) {
     // The call as recorded (its keyed state: dtypes, unwritten flags), bound to the storages' holders now.
     OpCall call = r.call;
+    if (r.rng_binding >= 0) call.drawn_keys = {st.keys[r.rng_binding]};
     for (size_t j = 0; j < call.storages.size(); ++j) {
       if (r.storage[j] >= 0) call.storages[j].buffer = st.storages[r.storage[j]].ref.buffer;
     }

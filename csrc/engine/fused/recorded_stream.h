@@ -46,6 +46,7 @@ struct RecordedOp {
   std::vector<int> made;          // per target: the stream storage a functional result makes, or -1
   int tensor_base = 0, scalar_base = 0;
   int owner = 0;  // index into Stream::threads: the thread that recorded it
+  int rng_binding = -1;  // a random op: its key in Stream::keys
 };
 
 struct Stream {
@@ -58,6 +59,7 @@ struct Stream {
   size_t anchor_pos = 0;   // where the anchor was taken
   int device = -1;
   int num_tensors = 0, num_scalars = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> keys;  // random ops' keys, drawn when recorded
 };
 
 }  // namespace tpu::engine
