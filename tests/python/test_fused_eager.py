@@ -347,6 +347,14 @@ def test_a_steady_loop_compiles_no_more_on_the_callers_thread_than_strict_eager(
     assert s["background_compiles"] >= 1 and s["op_by_op_compiles"] <= strict_built
 
 
+def run_background_policy(code):
+    """Runs `code` in a new process in fused eager with background compiles; its stdout's words."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background"))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
 def test_the_process_exits_cleanly_while_a_program_compiles_in_the_background():
     code = (
         "import torch, torch_tpu\n"
@@ -358,10 +366,8 @@ def test_the_process_exits_cleanly_while_a_program_compiles_in_the_background():
         "    y.sum().item()\n"
         "print('queued', torch_tpu._C._fused_stats()['background_compiles'])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background"))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[0] == "queued" and int(out.stdout.split()[1]) >= 1, out.stdout
+    words = run_background_policy(code)
+    assert words[0] == "queued" and int(words[1]) >= 1, words
 
 
 def test_a_bad_compile_policy_is_an_error_naming_the_variable():
@@ -401,11 +407,8 @@ def test_a_process_forked_while_a_program_compiles_exits_cleanly():
         "torch_tpu._C._wait_fused_compiles()\n"
         "print('queued', torch_tpu._C._fused_stats()['background_compiles'])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background"))
-    assert out.returncode == 0, out.stderr
-    words = out.stdout.split()
-    assert words[:2] == ["child", "0"] and words[2] == "queued" and int(words[3]) >= 1, out.stdout
+    words = run_background_policy(code)
+    assert words[:2] == ["child", "0"] and words[2] == "queued" and int(words[3]) >= 1, words
 
 
 def test_random_ops_are_recorded_with_their_keys_in_program_order(policy):
