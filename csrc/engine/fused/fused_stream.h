@@ -5,7 +5,9 @@
 // a value: a host read, a buffer replaced, a strict launch (an op that is not recorded, a
 // compiled graph), a sync, a device change, a mode change, a size limit, or the stream reaching
 // a loop boundary (its first op's signature again), so a training or decode loop runs one
-// executable per iteration. Intermediates that died before the run are not written out.
+// executable per iteration. Intermediates that died before the run are not written out. A stream
+// whose program is not compiled yet runs op by op under the background compile policy
+// (eager_mode.h, op_by_op.h, background_compiler.h).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
