@@ -26,6 +26,10 @@ program::View view_of(const TensorRef& t, int offset_binding) {
   return v;
 }
 
+at::Generator generator_of(const OpCall& call) {
+  return call.generator.has_value() ? *call.generator : default_generator(static_cast<c10::DeviceIndex>(call.device));
+}
+
 std::vector<std::shared_ptr<pjrt::Buffer>> bind_params(const std::vector<program::Param>& params,
                                                        const OpCall& call, uint64_t random_draws) {
   std::vector<std::shared_ptr<pjrt::Buffer>> bound;
@@ -47,8 +51,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> bind_params(const std::vector<program
           bound.push_back(key_buffer(call.device, key.first, key.second));
           break;
         }
-        at::Generator gen = call.generator.has_value() ? *call.generator : default_generator(call.device);
-        auto key = gen.get<TpuGenerator>()->next_keys(random_draws);
+        auto key = generator_of(call).get<TpuGenerator>()->next_keys(random_draws);
         bound.push_back(key_buffer(call.device, key.first, key.second));
         break;
       }

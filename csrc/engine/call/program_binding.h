@@ -16,6 +16,9 @@ namespace tpu::engine {
 program::StorageSlot slot_of(const StorageRef& storage, int binding);
 program::View view_of(const TensorRef& tensor, int offset_binding);
 
+// The generator a random call draws from: its own, or the device's default one.
+at::Generator generator_of(const OpCall& call);
+
 // The buffer each parameter is bound to for this call. An RngKey parameter takes
 // `random_draws` consecutive keys of the call's generator (the device's default one if none).
 std::vector<std::shared_ptr<pjrt::Buffer>> bind_params(const std::vector<program::Param>& params,

@@ -36,19 +36,12 @@ std::mutex g_start_mu;
 Worker& worker() { return *g_worker; }
 
 void run(Job& job) {
-  auto start = std::chrono::steady_clock::now();
-  ThreadBuilds before = builds_on_this_thread();
   try {
-    compile_module(*job.result->module, std::move(job.assembled), job.device, /*keep_text=*/false);
+    job.result->cost = compile_measured(*job.result->module, std::move(job.assembled), job.device);
   } catch (const std::exception& e) {
     job.result->error = e.what();
     if (job.result->error.empty()) job.result->error = "compile failed";
   }
-  ThreadBuilds after = builds_on_this_thread();
-  job.result->compiled = after.compiled - before.compiled;
-  job.result->loaded = after.loaded - before.loaded;
-  job.result->time_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
   job.result->done.store(true, std::memory_order_release);
 }
 
@@ -104,6 +97,16 @@ void start_once() {
 }
 
 }  // namespace
+
+CompileCost compile_measured(CompiledModule& module, program::Module assembled, int device) {
+  auto start = std::chrono::steady_clock::now();
+  ThreadBuilds before = builds_on_this_thread();
+  compile_module(module, std::move(assembled), device, /*keep_text=*/false);
+  ThreadBuilds after = builds_on_this_thread();
+  return CompileCost{after.compiled - before.compiled, after.loaded - before.loaded,
+                     std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start)
+                         .count()};
+}
 
 std::shared_ptr<BackgroundCompile> compile_in_background(std::shared_ptr<CompiledModule> module,
                                                          program::Module assembled, int device) {

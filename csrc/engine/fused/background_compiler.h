@@ -13,13 +13,20 @@
 
 namespace tpu::engine {
 
+// What one compile_module call cost on its thread: executables compiled, and loaded from the disk
+// cache (both 0: found in memory), and the time it took.
+struct CompileCost {
+  int64_t compiled = 0;
+  int64_t loaded = 0;
+  int64_t time_us = 0;
+};
+CompileCost compile_measured(CompiledModule& module, program::Module assembled, int device);
+
 struct BackgroundCompile {
   std::shared_ptr<CompiledModule> module;
   std::atomic<bool> done{false};  // set after the fields below
   std::string error;              // the compile's error ("" if it succeeded)
-  int64_t compiled = 0;           // executables compiled, and loaded from disk (both 0: found in memory)
-  int64_t loaded = 0;
-  int64_t time_us = 0;
+  CompileCost cost;
 
   bool ready() const { return done.load(std::memory_order_acquire) && error.empty(); }
   bool failed() const { return done.load(std::memory_order_acquire) && !error.empty(); }

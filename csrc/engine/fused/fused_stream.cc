@@ -3,7 +3,6 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <list>
@@ -177,21 +176,21 @@ bool trace() {
 }
 
 void trace_flush(const Stream& st, const std::vector<int64_t>& key, const char* reason, const char* outcome) {
-  std::vector<int64_t> ops_key(key.begin(), key.begin() + static_cast<std::ptrdiff_t>(st.key.size()));
   std::vector<int64_t> live(key.begin() + static_cast<std::ptrdiff_t>(st.key.size()), key.end());
   std::fprintf(stderr, "torch-tpu fused: %zu ops (%s ... %s), calls %016zx, liveness %016zx, at %s: %s\n",
                st.ops.size(), st.ops.front().fused->label.c_str(), st.ops.back().fused->label.c_str(),
-               VecHash()(ops_key), VecHash()(live), reason, outcome);
+               VecHash()(st.key), VecHash()(live), reason, outcome);
 }
 
 // A background compile that finished: its cost joins the stats once.
 void account(CachedProgram& c) {
   if (c.accounted || !c.pending || !c.pending->done.load(std::memory_order_acquire)) return;
   c.accounted = true;
-  g_stats.compiles += c.pending->compiled + c.pending->loaded;
-  g_stats.background_compiled += c.pending->compiled;
-  g_stats.background_loaded += c.pending->loaded;
-  g_stats.compile_time_us += c.pending->time_us;
+  const CompileCost& cost = c.pending->cost;
+  g_stats.compiles += cost.compiled + cost.loaded;
+  g_stats.background_compiled += cost.compiled;
+  g_stats.background_loaded += cost.loaded;
+  g_stats.compile_time_us += cost.time_us;
   if (c.pending->failed()) {
     g_stats.background_failures++;
     TORCH_WARN("fused eager: the program of a ", c.module->label, " could not be compiled; the stream keeps ",
@@ -236,14 +235,11 @@ std::shared_ptr<CompiledModule> program_for(const Stream& st, const std::vector<
   }
   auto assemble = [&] { return assemble_for_targets([&] { return assemble_stream(st, dead); }); };
   if (fused_compile() == FusedCompile::Inline) {
-    auto start = std::chrono::steady_clock::now();
-    int64_t built_before = modules_built_on_this_thread();
     std::shared_ptr<CompiledModule> module = new_module(st);
-    compile_module(*module, assemble(), st.device, /*keep_text=*/false);
+    CompileCost cost = compile_measured(*module, assemble(), st.device);
     g_stats.assembled++;
-    g_stats.compiles += modules_built_on_this_thread() - built_before;
-    g_stats.compile_time_us +=
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    g_stats.compiles += cost.compiled + cost.loaded;
+    g_stats.compile_time_us += cost.time_us;
     remember(key, CachedProgram{module, nullptr, true, {}});
     *outcome = "compiled now";
     return module;
@@ -262,6 +258,28 @@ std::shared_ptr<CompiledModule> program_for(const Stream& st, const std::vector<
   remember(key, CachedProgram{module, pending, false, {}});
   *outcome = "seen again: queued, op by op";
   return nullptr;
+}
+
+// Launches the stream's program, its bindings as one call: the stream's storages, every op's
+// tensors, scalars and drawn keys in order.
+void run_program(const Stream& st, CompiledModule& module) {
+  OpCall merged;
+  merged.device = st.device;
+  merged.drawn_keys = st.keys;
+  for (const StreamStorage& s : st.storages) merged.storages.push_back(s.ref);
+  for (const RecordedOp& r : st.ops) {
+    for (TensorRef t : r.call.tensors) {
+      if (t.storage >= 0) t.storage = r.storage[t.storage];
+      if (t.scalar >= 0) t.scalar += r.scalar_base;
+      merged.tensors.push_back(std::move(t));
+    }
+    merged.scalars.insert(merged.scalars.end(), r.call.scalars.begin(), r.call.scalars.end());
+  }
+  run_module(module, merged, /*random_draws=*/1, /*num_outputs=*/0, &st.threads);
+  metrics().ops_run += static_cast<int64_t>(st.ops.size());
+  g_stats.programs_run++;
+  g_stats.ops_recorded += static_cast<int64_t>(st.ops.size());
+  for (const RecordedOp& r : st.ops) g_runs_by_op[r.fused->label]++;
 }
 
 void flush_locked(const char* reason) {
@@ -300,38 +318,19 @@ void flush_locked(const char* reason) {
     const char* outcome = "";
     std::shared_ptr<CompiledModule> module = program_for(st, key, dead, &outcome);
     if (trace()) trace_flush(st, key, reason, outcome);
-    if (!module) {
+    if (module) {
+      run_program(st, *module);
+    } else {
       // Its program is not compiled yet: the ops run through strict plans meanwhile.
       g_stats.op_by_op_compiles += run_op_by_op(st, dead, stand_ins);
       g_stats.op_by_op_runs++;
       g_stats.op_by_op_ops += static_cast<int64_t>(st.ops.size());
-      clear_pending(st);
-      return;
     }
-
-    // The stream's bindings as one call: its storages, every op's tensors and scalars in order.
-    OpCall merged;
-    merged.device = st.device;
-    merged.drawn_keys = st.keys;
-    for (const StreamStorage& s : st.storages) merged.storages.push_back(s.ref);
-    for (const RecordedOp& r : st.ops) {
-      for (TensorRef t : r.call.tensors) {
-        if (t.storage >= 0) t.storage = r.storage[t.storage];
-        if (t.scalar >= 0) t.scalar += r.scalar_base;
-        merged.tensors.push_back(std::move(t));
-      }
-      merged.scalars.insert(merged.scalars.end(), r.call.scalars.begin(), r.call.scalars.end());
-    }
-    run_module(*module, merged, /*random_draws=*/1, /*num_outputs=*/0, &st.threads);
-    metrics().ops_run += static_cast<int64_t>(st.ops.size());
-    g_stats.programs_run++;
-    g_stats.ops_recorded += static_cast<int64_t>(st.ops.size());
-    for (const RecordedOp& r : st.ops) g_runs_by_op[r.fused->label]++;
-    clear_pending(st);
   } catch (...) {
     clear_pending(st);
     throw;
   }
+  clear_pending(st);
 }
 
 void flush_hook(const char* reason) {
@@ -375,9 +374,8 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
   r.scalar_base = st.num_scalars;
   if (fused->draws_random) {
     // The key strict eager would take at this call, in program order.
-    at::Generator gen = call.generator.has_value() ? *call.generator : default_generator(static_cast<c10::DeviceIndex>(call.device));
     r.rng_binding = static_cast<int>(st.keys.size());
-    st.keys.push_back(gen.get<TpuGenerator>()->next_key());
+    st.keys.push_back(generator_of(call).get<TpuGenerator>()->next_key());
   }
   st.key.push_back(static_cast<int64_t>(call.key.size()));
   st.key.insert(st.key.end(), call.key.begin(), call.key.end());
