@@ -267,6 +267,53 @@ def test_tiny_llm_generate_is_token_exact_with_far_fewer_launches(tmp_path, poli
         strict_tokens, strict_launches = generate()
     assert fused_tokens == strict_tokens == expected.tolist()
     assert fused_launches * 10 <= strict_launches, (fused_launches, strict_launches)
+    # The prompt's bucketed forward, the cache appends and attention over the cache's capacity
+    # are recorded too: one program per decode step, a few for the prompt and the loop's end.
+    assert fused_launches <= kwargs["max_new_tokens"] + 4, fused_launches
+
+
+def test_prompts_of_one_bucket_run_as_programs_over_it_and_compile_once(tmp_path):
+    # A prompt uploaded as a padded prefix of its bucket (dynamism.md): its ops have a runtime
+    # length, recorded like any other op; a new length in the same bucket is the same program.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Qwen3Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
+    torch.manual_seed(0)
+    cpu_model = transformers.Qwen3ForCausalLM(config).eval()
+    cpu_model.save_pretrained(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="tpu")
+    kwargs = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    g = torch.Generator().manual_seed(5)
+    # One bucket (128) for the prompt and the cache it grows into (a prompt of 125 or more would
+    # grow the cache into the next capacity, 256): its lower edge, the middle, its upper edge.
+    lengths = [9, 37, 2, 64, 124, 3]
+    results = []
+    for length in lengths:
+        ids = torch.randint(0, 256, (1, length), generator=g)
+        before = (launches(), executables_built())
+        out = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), **kwargs)
+        results.append((length, launches() - before[0], executables_built() - before[1]))
+        assert out.cpu().tolist() == cpu_model.generate(ids, **kwargs).tolist(), length
+    # After the first request, a new length in the bucket compiles nothing and runs no op strict.
+    assert all(built == 0 for _, _, built in results[2:]), results
+    assert all(launched <= kwargs["max_new_tokens"] + 4 for _, launched, _ in results[1:]), results
+
+
+def test_trace_names_each_op_that_runs_strict_and_why():
+    code = (
+        "import torch, torch_tpu\n"
+        "x = torch.arange(6.0, device='tpu') * 2\n"
+        "e = torch.ones(0, 3, device='tpu')\n"
+        "e.mul_(x.sum())\n"  # an in-place write to an empty tensor runs strict, after the stream
+        "print(torch.nonzero(x > 3).sum().item(), e.shape[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_TRACE="1"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["14", "0"]
+    assert "torch-tpu fused: mul_.Tensor runs strict: an empty argument written in place" in out.stderr, out.stderr
+    assert "at strict launch: compiled now" in out.stderr, out.stderr
 
 
 def test_tiny_transformer_training_losses_match_the_cpu():

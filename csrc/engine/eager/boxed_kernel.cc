@@ -2,6 +2,7 @@
 
 #include <torch/library.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -49,6 +50,7 @@ bool try_record(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t 
     try {
       fused = build_fused_op(op, *stack, num_args, call, rule_for(op.schema().operator_name()));
     } catch (const OutputsNeedResize&) {
+      if (fused_trace()) std::fprintf(stderr, "torch-tpu fused: %s runs strict: outputs need a resize\n", op_label(op).c_str());
       return false;
     } catch (const lowering::NotLowerable&) {
       fused = std::make_shared<FusedOp>();  // the CPU runs it: not recordable
@@ -57,7 +59,10 @@ bool try_record(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t 
     }
     insert_fused_op(call.key, fused);
   }
-  if (!can_record(call, *fused)) return false;
+  if (const char* why = why_not_recorded(call, *fused)) {
+    if (fused_trace()) std::fprintf(stderr, "torch-tpu fused: %s runs strict: %s\n", fused->label.empty() ? op_label(op).c_str() : fused->label.c_str(), why);
+    return false;
+  }
   record_op(op, stack, num_args, std::move(call), std::move(fused));
   return true;
 }

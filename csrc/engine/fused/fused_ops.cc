@@ -39,28 +39,28 @@ std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, con
   TORCH_INTERNAL_ASSERT(fused->rule != nullptr, "no lowering rule ", rule_name);
   const OpAdapter* adapter = find_adapter(op.operator_name());
   bool random = call.wants_generator || (adapter != nullptr && adapter->draws_random_bits);
-  bool empty = false;
+  bool writes_empty = false;
   for (const Target& t : fused->outputs.targets) {
-    if (!t.undefined && c10::multiply_integers(t.sizes) == 0) empty = true;
+    if (!t.undefined && !t.functional && c10::multiply_integers(t.sizes) == 0) writes_empty = true;
   }
-  // Empty results have no buffer to write. A random op takes its key when it is recorded, so
-  // every draw takes its generator's keys in program order, as in strict eager.
-  fused->recordable = !empty;
+  // An empty argument written in place has no buffer to write (empty new results are made empty
+  // when recorded: attention's unused logsumexp and RNG state). A random op takes its key when it
+  // is recorded, so every draw takes its generator's keys in program order, as in strict eager.
+  fused->recordable = !writes_empty;
+  if (writes_empty) fused->not_recordable_because = "an empty argument written in place";
   fused->draws_random = random;
   // The op alone, assembled once: a rule's error is raised here, at the op, not at the flush.
   if (fused->recordable) (void)assemble_op_program(op, stack, num_args, call, fused->outputs, *fused->rule, fused->label);
   return fused;
 }
 
-bool can_record(const OpCall& call, const FusedOp& op) {
-  if (!op.recordable || call.device < 0) return false;
-  for (const TensorRef& t : call.tensors) {
-    if (t.runtime_dim >= 0) return false;
-  }
+const char* why_not_recorded(const OpCall& call, const FusedOp& op) {
+  if (!op.recordable) return op.not_recordable_because != nullptr ? op.not_recordable_because : "not lowered";
+  if (call.device < 0) return "no device operand";
   for (const StorageRef& s : call.storages) {
-    if (!s.buffer->sharding.empty()) return false;
+    if (!s.buffer->sharding.empty()) return "a sharded operand";
   }
-  return true;
+  return nullptr;
 }
 
 }  // namespace tpu::engine

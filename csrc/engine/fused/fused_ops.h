@@ -21,6 +21,7 @@ struct FusedOp {
   OpOutputs outputs;
   const lowering::Rule* rule = nullptr;
   bool recordable = false;  // false: the signature runs strict (empty results, no lowering)
+  const char* not_recordable_because = nullptr;  // why, for TORCH_TPU_FUSED_TRACE
   bool draws_random = false;  // takes a key from its generator (drawn when recorded)
 };
 
@@ -32,7 +33,8 @@ std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, con
                                               size_t num_args, const OpCall& call, const std::string& rule_name);
 void insert_fused_op(const std::vector<int64_t>& key, std::shared_ptr<const FusedOp> op);
 
-// Whether this call can be recorded (a runtime-sized or sharded operand runs strict).
-bool can_record(const OpCall& call, const FusedOp& op);
+// Why this call cannot be recorded (it runs strict), or nullptr when it can. Calls over a
+// runtime length (engine/growing) are recorded: their module text depends on the capacity only.
+const char* why_not_recorded(const OpCall& call, const FusedOp& op);
 
 }  // namespace tpu::engine

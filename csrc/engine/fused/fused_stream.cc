@@ -1,5 +1,6 @@
 #include "engine/fused/fused_stream.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
@@ -166,14 +167,19 @@ program::Module assemble_stream(const Stream& st, const std::vector<bool>& dead)
 
 void count_flush(const char* reason) { g_stats.flush_reasons[reason]++; }
 
-// TORCH_TPU_FUSED_TRACE=1: one line per run on stderr, to see why a loop compiles new programs.
-bool trace() {
+}  // namespace
+
+bool fused_trace() {
   static const bool on = [] {
     const char* v = std::getenv("TORCH_TPU_FUSED_TRACE");
     return v != nullptr && *v != '\0' && std::string(v) != "0";
   }();
   return on;
 }
+
+namespace {
+
+bool trace() { return fused_trace(); }
 
 void trace_flush(const Stream& st, const std::vector<int64_t>& key, const char* reason, const char* outcome) {
   std::vector<int64_t> live(key.begin() + static_cast<std::ptrdiff_t>(st.key.size()), key.end());
@@ -403,6 +409,11 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
   for (size_t i = 0; i < o.targets.size(); ++i) {
     const Target& t = o.targets[i];
     if (t.undefined || !t.functional) continue;
+    if (c10::multiply_integers(t.sizes) == 0) {  // nothing to write: the program leaves it out
+      produced[i] = at::empty_strided(t.sizes, t.strides,
+                                      at::TensorOptions().dtype(t.dtype).device(c10::DeviceType::PrivateUse1, call.device));
+      continue;
+    }
     StreamStorage s;
     s.made_here = true;
     s.dims = buffer_dims_of(t);

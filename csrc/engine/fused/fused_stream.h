@@ -27,6 +27,10 @@ namespace tpu::engine {
 void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t num_args, OpCall call,
                std::shared_ptr<const FusedOp> fused);
 
+// TORCH_TPU_FUSED_TRACE=1: whether each stream run (and each op that runs strict in the fused
+// mode, with why) gets a line on stderr.
+bool fused_trace();
+
 // Runs the recorded ops now; `reason` is counted.
 void flush_fused(const char* reason);
 
