@@ -4,7 +4,7 @@ Run: `make bench-eager` (or .venv/bin/python benchmarks/eager_modes.py [--quick]
 workloads (an MLP training step, an MMDiT block, tiny-Llama generate with a DynamicCache) x
 {strict, fused, compiled}: executable launches per call, host time per call (until the call
 returns, before waiting for the device), XLA:CPU wall time per call (interleaved rounds,
-benchmarks/timing.py) and, with libtpu installed, libtpu's v6e estimate of what one call ran,
+benchmarks/timing.py, with PyTorch's own CPU eager run of the same workload in the same rounds) and, with libtpu installed, libtpu's v6e estimate of what one call ran,
 alone and with a stated per-launch cost added. The `tpu` device here is XLA:CPU: its times
 say nothing about a TPU's; the v6e columns are libtpu's cost model, not a measurement.
 """
@@ -35,7 +35,7 @@ from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 # (host enqueue through PJRT plus the device's program start). An assumption, stated in the
 # table; libtpu's cost model has no launch term.
 LAUNCH_US = 10.0
-MODES = ["strict", "fused", "compiled"]
+MODES = ["strict", "fused", "compiled", "PyTorch CPU eager"]  # the last: the same workload on device "cpu"
 
 
 def in_mode(mode, fn):
@@ -47,14 +47,14 @@ def in_mode(mode, fn):
     return run
 
 
-def generate(compiled, tokens):
+def generate(compiled, tokens, device="tpu"):
     """generate() of `tokens` tokens: eager with the default DynamicCache; compiled is
     Transformers' own auto-compiled decode step over a StaticCache (a DynamicCache step is not
     compiled by Transformers)."""
     import transformers
 
-    model = workloads.tiny_llama().to("tpu")
-    ids = torch.tensor([[1, 17, 42, 7, 99, 3, 250, 11]]).to("tpu")
+    model = workloads.tiny_llama().to(device)
+    ids = torch.tensor([[1, 17, 42, 7, 99, 3, 250, 11]]).to(device)
     kwargs = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, attention_mask=torch.ones_like(ids))
     if compiled:
         config = transformers.CompileConfig(backend="tpu", dynamic=False, mode="default")
@@ -83,9 +83,9 @@ def launches_and_host(run, calls=3):
 def v6e_us(mode, run):
     if mode == "compiled":  # the graphs this workload compiled (stats cleared before it was built)
         graphs = compiled_graphs_us()
-        return graphs[0] if graphs else None
+        return graphs if graphs else None
     est = eager_call_us(run)
-    return est["us"] if est else None
+    return (est["us"], est["unmodelled"] > 0) if est else None
 
 
 def main():
@@ -95,9 +95,9 @@ def main():
     tokens = 8 if args.quick else 16
     rounds = 3 if args.quick else 5
     table = [
-        ("MLP training step (fw+bw+AdamW)", lambda c: mlp_step("tpu", c), 1),
-        ("MMDiT block forward (2x(256+77) tokens, d=256)", lambda c: mmdit("tpu", c), 1),
-        (f"tiny Llama generate, per token ({tokens} tokens)", lambda c: generate(c, tokens), tokens),
+        ("MLP training step (fw+bw+AdamW)", lambda c, d="tpu": mlp_step(d, c), 1),
+        ("MMDiT block forward (2x(256+77) tokens, d=256)", lambda c, d="tpu": mmdit(d, c), 1),
+        (f"tiny Llama generate, per token ({tokens} tokens)", lambda c, d="tpu": generate(c, tokens, d), tokens),
     ]
     print(f"device: tpu on {torch_tpu._C._platform_name()}; torch {torch.__version__}; "
           f"v6e columns: libtpu's estimate, then with {LAUNCH_US:.0f} us per launch added")
@@ -107,6 +107,13 @@ def main():
         torch._dynamo.reset()
         runs, facts = {}, {}
         for mode in MODES:
+            if mode == "PyTorch CPU eager":
+                run = make(False, "cpu")
+                for _ in range(3):
+                    run()
+                facts[mode] = None
+                runs[mode] = (run, "cpu")
+                continue
             if mode == "compiled":
                 from torch_tpu.compile import stats
                 stats.executables.clear()
@@ -124,16 +131,26 @@ def main():
             runs[mode] = (run, "tpu")
         samples = interleaved(runs, iters=1, rounds=rounds)
         for mode in MODES:
-            launches, host, est, steady_compiles = facts[mode]
+            if facts[mode] is None:
+                wall = steady(samples[mode]) * 1e3 / per
+                print(f"| {title} | {mode} | - | - | {wall:.2f} (CPU) | {ratio(samples['strict'], samples[mode]):.2f}x | - | - |",
+                      flush=True)
+                continue
+            launches, host, v6e, steady_compiles = facts[mode]
+            est, unmodelled = v6e if v6e is not None else (None, False)
             wall = steady(samples[mode]) * 1e3 / per
             speed = ratio(samples["strict"], samples[mode])
             if mode == "compiled" and est is not None:
                 est *= per  # one call of the compiled graphs is one token's step, not the whole call
-            est_s = f"{est / per:.1f}" if est is not None else "n/a"
+            est_s = f"{est / per:.1f}" + ("*" if unmodelled else "") if est is not None else "n/a"
             with_launch = f"{(est + launches * LAUNCH_US) / per:.1f}" if est is not None else "n/a"
             note = f" ({steady_compiles} steady compiles)" if mode == "fused" else ""
             print(f"| {title} | {mode}{note} | {launches / per:.1f} | {host * 1e3 / per:.2f} | {wall:.2f} | "
                   f"{speed:.2f}x | {est_s} | {with_launch} |", flush=True)
+    print("* some launches have no libtpu estimate (libtpu reports none for modules that index an array "
+          "at a runtime offset or compute in int64, e.g. a decode step's cache writes and positions): the "
+          "roofline of libtpu's bytes_accessed stands in for them, which counts a weight DMA'd into on-chip "
+          "memory 3-4 times (tools/hbm_traffic.py reads the bytes that cross HBM from libtpu's dump)")
     print(torch_tpu.metrics.report())
     first_calls(table, tokens)
 

@@ -17,7 +17,8 @@ def eager_call_us(run):
     if after["error"] or not after["topology"]:
         return None
     step = aot.between(before, after)
-    return {"us": step["seconds"] * 1e6, "roofline_us": step["roofline_seconds"] * 1e6, "launches": step["ops"]}
+    return {"us": step["seconds"] * 1e6, "roofline_us": step["roofline_seconds"] * 1e6, "launches": step["ops"],
+            "unmodelled": step["unmodelled"]}
 
 
 def compiled_graphs_us():

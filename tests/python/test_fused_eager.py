@@ -314,6 +314,11 @@ def test_trace_names_each_op_that_runs_strict_and_why():
     assert out.stdout.split() == ["14", "0"]
     assert "torch-tpu fused: mul_.Tensor runs strict: an empty argument written in place" in out.stderr, out.stderr
     assert "at strict launch: compiled now" in out.stderr, out.stderr
+    ops = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_TRACE="ops"))
+    per_op = [line.split() for line in ops.stderr.splitlines() if line.startswith("torch-tpu fused:   ")]
+    assert [words[3] for words in per_op][:2] == ["arange.start_out", "mul.Tensor"], ops.stderr
+    assert all(len(words[4]) == 16 for words in per_op), per_op  # the call signature's hash
 
 
 def test_tiny_transformer_training_losses_match_the_cpu():

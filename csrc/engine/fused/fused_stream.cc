@@ -178,6 +178,18 @@ bool fused_trace() {
 }
 
 namespace {
+// TORCH_TPU_FUSED_TRACE=ops: each run's line is followed by one line per op with its signature's
+// hash, to diff two runs of a step whose call hashes differ.
+bool trace_ops() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_FUSED_TRACE");
+    return v != nullptr && std::string(v) == "ops";
+  }();
+  return on;
+}
+}  // namespace
+
+namespace {
 
 bool trace() { return fused_trace(); }
 
@@ -186,6 +198,10 @@ void trace_flush(const Stream& st, const std::vector<int64_t>& key, const char* 
   std::fprintf(stderr, "torch-tpu fused: %zu ops (%s ... %s), calls %016zx, liveness %016zx, at %s: %s\n",
                st.ops.size(), st.ops.front().fused->label.c_str(), st.ops.back().fused->label.c_str(),
                VecHash()(st.key), VecHash()(live), reason, outcome);
+  if (!trace_ops()) return;
+  for (size_t i = 0; i < st.ops.size(); ++i) {
+    std::fprintf(stderr, "torch-tpu fused:   %4zu %s %016zx\n", i, st.ops[i].fused->label.c_str(), VecHash()(st.ops[i].call.key));
+  }
 }
 
 // A background compile that finished: its cost joins the stats once.

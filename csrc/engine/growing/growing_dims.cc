@@ -78,12 +78,13 @@ std::vector<int64_t> capacity_strides(const at::Tensor& t, int64_t dim, int64_t 
                        (t.size(dim) > 1 && (dense_with_capacity_in_some_order(t, dim, capacity) ||
                                             (s.padded_stride == t.stride(dim) && s.padded_capacity == capacity)));
   std::vector<int64_t> strides = t.strides().vec();
-  if (!keeps_strides) {
-    int64_t st = 1;
-    for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-      strides[i] = st;
-      st *= sizes[i];
-    }
+  int64_t st = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    // A dim of one row says nothing with its stride, which is often left from the length
+    // (arange(L)[None, :] has stride L there): it gets the capacity's row-major stride, so the
+    // view and every call signature that holds it are the same for every length in the bucket.
+    if (!keeps_strides || sizes[i] == 1) strides[i] = st;
+    st *= sizes[i];
   }
   return strides;
 }
