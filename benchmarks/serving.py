@@ -5,8 +5,8 @@ Qwen3-architecture model (`--family gemma3`: Gemma 3, whose sliding-window layer
 materialised mask; `--family qwen3_5`: Qwen3.5's linear-attention layers; seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
 random prompt length (3..400 tokens, batch of one or `--batch` left-padded prompts, greedy, 8 new
 tokens) in one fresh process with
-an empty executable cache, four ways: PyTorch CPU eager, `tpu` with bucketing (the default:
-powers of two from 128), with TORCH_TPU_BUCKETING=fine (four buckets per doubling from 16) and with
+an empty executable cache, five ways: PyTorch CPU eager, `tpu` with bucketing (the default:
+powers of two from 128), the same in fused eager (TORCH_TPU_EAGER_MODE=fused), with TORCH_TPU_BUCKETING=fine (four buckets per doubling from 16) and with
 TORCH_TPU_BUCKETING=0 (every new length compiles its own executables). Printed per way:
 requests/s over all 32 (compiles included, as a server would see them), over the last 16, and
 the compiles. A second table puts the cost of the padding itself: warm prefill of one prompt at
@@ -96,10 +96,11 @@ print(json.dumps(dict(times=times, compiles=compiles, outputs=outputs)))
 """
 
 
-def child_env(bucketing):
-    """A child's environment: an empty executable cache, the bucketing policy, timing.py found."""
+def child_env(bucketing, eager="strict"):
+    """A child's environment: an empty executable cache, the bucketing policy, the eager mode
+    (docs/eager_modes.md), timing.py found."""
     return dict(os.environ, TORCH_TPU_QUIET="1", TORCH_TPU_CACHE_DIR="", TORCH_TPU_BUCKETING=bucketing,
-                TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
+                TORCH_TPU_EAGER_MODE=eager, TORCH_TPU_BENCHMARKS=os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_compiled(path, device, bucketing, quick):
@@ -127,8 +128,8 @@ def print_requests(title, results, reference):
     print()
 
 
-def run(path, device, bucketing, quick, batch):
-    env = child_env(bucketing)
+def run(path, device, bucketing, quick, batch, eager="strict"):
+    env = child_env(bucketing, eager)
     if device == "tpu" and importlib.util.find_spec("libtpu") and batch == 1:
         env.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
     requests = 12 if quick else REQUESTS
@@ -136,7 +137,7 @@ def run(path, device, bucketing, quick, batch):
     out = subprocess.run([sys.executable, "-c", CHILD, path, device, str(requests), str(NEW), json.dumps(lengths),
                           str(batch)], env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
-        raise RuntimeError(f"{device} (bucketing {bucketing}) failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{device} (bucketing {bucketing}, {eager} eager) failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -183,6 +184,7 @@ def main():
         model.save_pretrained(path)
         results = {"PyTorch CPU eager": run(path, "cpu", "pow2", args.quick, args.batch),
                    "tpu, bucketed": run(path, "tpu", "pow2", args.quick, args.batch),
+                   "tpu, bucketed, fused": run(path, "tpu", "pow2", args.quick, args.batch, eager="fused"),
                    "tpu, fine buckets": run(path, "tpu", "fine", args.quick, args.batch),
                    "tpu, exact shapes": run(path, "tpu", "0", args.quick, args.batch)}
         if args.batch == 1:

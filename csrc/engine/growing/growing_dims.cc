@@ -77,14 +77,26 @@ std::vector<int64_t> capacity_strides(const at::Tensor& t, int64_t dim, int64_t 
   bool keeps_strides = t.storage_offset() != 0 ||
                        (t.size(dim) > 1 && (dense_with_capacity_in_some_order(t, dim, capacity) ||
                                             (s.padded_stride == t.stride(dim) && s.padded_capacity == capacity)));
+  // A row-major prefix (dims of one row aside) is one too: a dim of one row says nothing with its
+  // stride, which is often left from the length (arange(L)[None, :] has stride L there), so it
+  // gets the capacity's row-major stride, and the view and every call signature that holds it are
+  // the same for every length in the bucket.
+  if (keeps_strides && t.storage_offset() == 0) {
+    bool row_major = true;
+    int64_t expected = 1;
+    for (int64_t i = t.dim() - 1; i >= 0 && row_major; --i) {
+      row_major = t.size(i) == 1 || t.stride(i) == expected;
+      expected *= sizes[i];
+    }
+    keeps_strides = !row_major;
+  }
   std::vector<int64_t> strides = t.strides().vec();
-  int64_t st = 1;
-  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-    // A dim of one row says nothing with its stride, which is often left from the length
-    // (arange(L)[None, :] has stride L there): it gets the capacity's row-major stride, so the
-    // view and every call signature that holds it are the same for every length in the bucket.
-    if (!keeps_strides || sizes[i] == 1) strides[i] = st;
-    st *= sizes[i];
+  if (!keeps_strides) {
+    int64_t st = 1;
+    for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+      strides[i] = st;
+      st *= sizes[i];
+    }
   }
   return strides;
 }
