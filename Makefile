@@ -109,10 +109,10 @@ test-aot-slice: setup
 # op suite compiles every stream's program at its first run (TORCH_TPU_FUSED_COMPILE=inline, the
 # default), so each op is assembled into a fused program; the model suites run with background
 # compiles (a new stream running op by op meanwhile). `make test` runs a slice (the mode's own
-# tests, views, element-wise, indexing, the fuzz slice, Transformers generate); `make test-fused`
+# tests, views, element-wise, indexing, the fuzz slice, growing dims, Transformers generate); `make test-fused`
 # runs the op suite and the model suites.
 FUSED_OP_SLICE := $(addprefix tests/python/,test_fused_eager.py test_views.py test_ops_elementwise.py \
-  test_ops_index.py test_fuzz_slice.py)
+  test_ops_index.py test_fuzz_slice.py test_growing_dims.py)
 test-fused-slice: setup
 	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused $(PYTEST) -q $(FUSED_OP_SLICE)
 	TORCH_TPU_QUIET=1 TORCH_TPU_EAGER_MODE=fused TORCH_TPU_FUSED_COMPILE=background $(PYTEST) -q tests/python/test_transformers.py
