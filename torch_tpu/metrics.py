@@ -106,6 +106,10 @@ def fused_lines(f: dict) -> list:
         lines.append(f"    programs the plugin rejected (their streams run op by op): {f['background_failures']}")
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(f["flush_reasons"].items(), key=lambda kv: -kv[1]))
     lines.append(f"    flushed at: {reasons}")
+    if f["ran_strict"]:
+        top = sorted(f["ran_strict"].items(), key=lambda kv: -kv[1])[:5]
+        lines.append("    calls run strict (not recorded; each cuts the stream): "
+                     + ", ".join(f"{what} {n}" for what, n in top))
     return lines
 
 

@@ -168,6 +168,7 @@ PYBIND11_MODULE(_C, m) {
     d["op_by_op_compiles"] = f.op_by_op_compiles;
     d["dropped_results"] = f.dropped_results;
     d["flush_reasons"] = f.flush_reasons;
+    d["ran_strict"] = f.ran_strict;
     return d;
   });
   m.def("_cache_dir", &cache_directory);

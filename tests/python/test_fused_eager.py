@@ -300,6 +300,18 @@ def test_prompts_of_one_bucket_run_as_programs_over_it_and_compile_once(tmp_path
     assert all(launched <= kwargs["max_new_tokens"] + 4 for _, launched, _ in results[1:]), results
 
 
+def test_calls_that_run_strict_are_counted_by_op_and_reason():
+    torch_tpu.metrics.reset()
+    x = torch.arange(6.0, device="tpu") * 2
+    e = torch.empty(0, 3, device="tpu")
+    for _ in range(2):
+        e.mul_(x.sum())  # an in-place write to an empty tensor is not recorded
+    assert e.shape == (0, 3) and x.sum().item() == 30.0
+    assert stats()["ran_strict"] == {"mul_.Tensor: an empty argument written in place": 2}
+    assert "calls run strict (not recorded; each cuts the stream): mul_.Tensor: an empty argument written in place 2" \
+        in torch_tpu.metrics.report()
+
+
 def test_trace_names_each_op_that_runs_strict_and_why():
     code = (
         "import torch, torch_tpu\n"

@@ -2,7 +2,6 @@
 
 #include <torch/library.h>
 
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -50,7 +49,7 @@ bool try_record(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t 
     try {
       fused = build_fused_op(op, *stack, num_args, call, rule_for(op.schema().operator_name()));
     } catch (const OutputsNeedResize&) {
-      if (fused_trace()) std::fprintf(stderr, "torch-tpu fused: %s runs strict: outputs need a resize\n", op_label(op).c_str());
+      note_ran_strict(op_label(op), "outputs need a resize");
       return false;
     } catch (const lowering::NotLowerable&) {
       fused = std::make_shared<FusedOp>();  // the CPU runs it: not recordable
@@ -60,7 +59,7 @@ bool try_record(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t 
     insert_fused_op(call.key, fused);
   }
   if (const char* why = why_not_recorded(call, *fused)) {
-    if (fused_trace()) std::fprintf(stderr, "torch-tpu fused: %s runs strict: %s\n", fused->label.empty() ? op_label(op).c_str() : fused->label.c_str(), why);
+    note_ran_strict(fused->label.empty() ? op_label(op) : fused->label, why);
     return false;
   }
   record_op(op, stack, num_args, std::move(call), std::move(fused));

@@ -470,6 +470,12 @@ std::map<std::string, int64_t> fused_runs_by_op() {
   return g_runs_by_op;
 }
 
+void note_ran_strict(const std::string& label, const char* why) {
+  if (fused_trace()) std::fprintf(stderr, "torch-tpu fused: %s runs strict: %s\n", label.c_str(), why);
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  g_stats.ran_strict[label + ": " + why]++;
+}
+
 void reset_fused_stats() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   g_stats = FusedStats{};

@@ -30,6 +30,9 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
 // TORCH_TPU_FUSED_TRACE=1: whether each stream run (and each op that runs strict in the fused
 // mode, with why) gets a line on stderr.
 bool fused_trace();
+// A call the fused mode did not record (`label` runs strict because of `why`): counted in the
+// stats, and a trace line.
+void note_ran_strict(const std::string& label, const char* why);
 
 // Runs the recorded ops now; `reason` is counted.
 void flush_fused(const char* reason);
@@ -52,6 +55,7 @@ struct FusedStats {
   int64_t op_by_op_compiles = 0;  // strict plans those runs built (what strict eager compiles)
   int64_t dropped_results = 0;   // intermediates not written out (dead before the run)
   std::map<std::string, int64_t> flush_reasons;
+  std::map<std::string, int64_t> ran_strict;  // "op: why" -> calls not recorded (they cut the stream)
 };
 FusedStats fused_stats();
 // Recorded ops that ran, by op ("add.Tensor"), since the process started (as strict plans count).
