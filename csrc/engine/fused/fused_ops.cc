@@ -46,16 +46,15 @@ std::shared_ptr<const FusedOp> build_fused_op(const c10::OperatorHandle& op, con
   // An empty argument written in place has no buffer to write (empty new results are made empty
   // when recorded: attention's unused logsumexp and RNG state). A random op takes its key when it
   // is recorded, so every draw takes its generator's keys in program order, as in strict eager.
-  fused->recordable = !writes_empty;
-  if (writes_empty) fused->not_recordable_because = "an empty argument written in place";
+  fused->not_recordable_because = writes_empty ? "an empty argument written in place" : nullptr;
   fused->draws_random = random;
   // The op alone, assembled once: a rule's error is raised here, at the op, not at the flush.
-  if (fused->recordable) (void)assemble_op_program(op, stack, num_args, call, fused->outputs, *fused->rule, fused->label);
+  if (fused->not_recordable_because == nullptr) (void)assemble_op_program(op, stack, num_args, call, fused->outputs, *fused->rule, fused->label);
   return fused;
 }
 
 const char* why_not_recorded(const OpCall& call, const FusedOp& op) {
-  if (!op.recordable) return op.not_recordable_because != nullptr ? op.not_recordable_because : "not lowered";
+  if (op.not_recordable_because != nullptr) return op.not_recordable_because;
   if (call.device < 0) return "no device operand";
   for (const StorageRef& s : call.storages) {
     if (!s.buffer->sharding.empty()) return "a sharded operand";

@@ -20,8 +20,9 @@ struct FusedOp {
   std::string label;  // "add.Tensor"
   OpOutputs outputs;
   const lowering::Rule* rule = nullptr;
-  bool recordable = false;  // false: the signature runs strict (empty results, no lowering)
-  const char* not_recordable_because = nullptr;  // why, for TORCH_TPU_FUSED_TRACE
+  // Why the signature runs strict (an in-place write to an empty argument; the default: no
+  // lowering, the CPU runs it), or nullptr: it is recorded.
+  const char* not_recordable_because = "not lowered";
   bool draws_random = false;  // takes a key from its generator (drawn when recorded)
 };
 

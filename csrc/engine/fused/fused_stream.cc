@@ -167,38 +167,29 @@ program::Module assemble_stream(const Stream& st, const std::vector<bool>& dead)
 
 void count_flush(const char* reason) { g_stats.flush_reasons[reason]++; }
 
-}  // namespace
-
-bool fused_trace() {
-  static const bool on = [] {
+// TORCH_TPU_FUSED_TRACE: 0 off, 1 a line per stream run, 2 (`ops`) also a line per op with its
+// signature's hash, to diff two runs of a step whose call hashes differ.
+int trace_level() {
+  static const int level = [] {
     const char* v = std::getenv("TORCH_TPU_FUSED_TRACE");
-    return v != nullptr && *v != '\0' && std::string(v) != "0";
+    if (v == nullptr || *v == '\0' || std::string(v) == "0") return 0;
+    return std::string(v) == "ops" ? 2 : 1;
   }();
-  return on;
+  return level;
 }
 
-namespace {
-// TORCH_TPU_FUSED_TRACE=ops: each run's line is followed by one line per op with its signature's
-// hash, to diff two runs of a step whose call hashes differ.
-bool trace_ops() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCH_TPU_FUSED_TRACE");
-    return v != nullptr && std::string(v) == "ops";
-  }();
-  return on;
-}
 }  // namespace
 
-namespace {
+bool fused_trace() { return trace_level() > 0; }
 
-bool trace() { return fused_trace(); }
+namespace {
 
 void trace_flush(const Stream& st, const std::vector<int64_t>& key, const char* reason, const char* outcome) {
   std::vector<int64_t> live(key.begin() + static_cast<std::ptrdiff_t>(st.key.size()), key.end());
   std::fprintf(stderr, "torch-tpu fused: %zu ops (%s ... %s), calls %016zx, liveness %016zx, at %s: %s\n",
                st.ops.size(), st.ops.front().fused->label.c_str(), st.ops.back().fused->label.c_str(),
                VecHash()(st.key), VecHash()(live), reason, outcome);
-  if (!trace_ops()) return;
+  if (trace_level() < 2) return;
   for (size_t i = 0; i < st.ops.size(); ++i) {
     std::fprintf(stderr, "torch-tpu fused:   %4zu %s %016zx\n", i, st.ops[i].fused->label.c_str(), VecHash()(st.ops[i].call.key));
   }
@@ -339,7 +330,7 @@ void flush_locked(const char* reason) {
   try {
     const char* outcome = "";
     std::shared_ptr<CompiledModule> module = program_for(st, key, dead, &outcome);
-    if (trace()) trace_flush(st, key, reason, outcome);
+    if (fused_trace()) trace_flush(st, key, reason, outcome);
     if (module) {
       run_program(st, *module);
     } else {

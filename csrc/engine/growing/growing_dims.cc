@@ -17,6 +17,17 @@ namespace {
 // `dim`, in some order of the dims (a transposed or permuted view of a padded result: q, k and
 // v of attention are [B, L, H, D] results viewed as [B, H, L, D]). Size-1 dims are skipped; `dim`
 // must have more than one row, its stride deciding where it sits.
+// Whether `t`'s strides are the row-major strides of its sizes with `capacity` rows along `dim`
+// (dims of one row, whose strides say nothing, aside).
+bool row_major_with_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
+  int64_t expected = 1;
+  for (int64_t i = t.dim() - 1; i >= 0; --i) {
+    if (t.size(i) != 1 && t.stride(i) != expected) return false;
+    expected *= i == dim ? capacity : t.size(i);
+  }
+  return true;
+}
+
 bool dense_with_capacity_in_some_order(const at::Tensor& t, int64_t dim, int64_t capacity) {
   if (t.size(dim) == 1) return false;
   std::vector<int64_t> order;
@@ -51,14 +62,7 @@ std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim) {
     capacity = buffer.padded_capacity;
   }
   if (capacity < rows) return std::nullopt;
-  int64_t expected = 1;
-  bool row_major = true;
-  for (int64_t i = t.dim() - 1; i >= 0 && row_major; --i) {
-    int64_t extent = i == dim ? capacity : t.size(i);
-    row_major = t.size(i) == 1 || t.stride(i) == expected;
-    expected *= extent;
-  }
-  if (row_major || dense_with_capacity_in_some_order(t, dim, capacity)) return capacity;
+  if (row_major_with_capacity(t, dim, capacity) || dense_with_capacity_in_some_order(t, dim, capacity)) return capacity;
   return std::nullopt;
 }
 
@@ -71,25 +75,15 @@ std::vector<int64_t> capacity_strides(const at::Tensor& t, int64_t dim, int64_t 
   std::vector<int64_t> sizes = t.sizes().vec();
   sizes[dim] = capacity;
   // A permuted view, or a view of part of a padded storage, keeps its strides and offset; a
-  // row-major prefix at offset 0 (the only kind whose growing dim can have one row: its stride
-  // then says nothing) gets the capacity's row-major strides.
+  // row-major prefix at offset 0 gets the capacity's row-major strides, those of its dims of one
+  // row included: such a stride says nothing and is often left from the length (arange(L)[None, :]
+  // has stride L there), so the view and every call signature that holds it are the same for
+  // every length in the bucket.
   const StorageBuffer& s = storage_buffer(t);
   bool keeps_strides = t.storage_offset() != 0 ||
-                       (t.size(dim) > 1 && (dense_with_capacity_in_some_order(t, dim, capacity) ||
-                                            (s.padded_stride == t.stride(dim) && s.padded_capacity == capacity)));
-  // A row-major prefix (dims of one row aside) is one too: a dim of one row says nothing with its
-  // stride, which is often left from the length (arange(L)[None, :] has stride L there), so it
-  // gets the capacity's row-major stride, and the view and every call signature that holds it are
-  // the same for every length in the bucket.
-  if (keeps_strides && t.storage_offset() == 0) {
-    bool row_major = true;
-    int64_t expected = 1;
-    for (int64_t i = t.dim() - 1; i >= 0 && row_major; --i) {
-      row_major = t.size(i) == 1 || t.stride(i) == expected;
-      expected *= sizes[i];
-    }
-    keeps_strides = !row_major;
-  }
+                       (t.size(dim) > 1 && !row_major_with_capacity(t, dim, capacity) &&
+                        (dense_with_capacity_in_some_order(t, dim, capacity) ||
+                         (s.padded_stride == t.stride(dim) && s.padded_capacity == capacity)));
   std::vector<int64_t> strides = t.strides().vec();
   if (!keeps_strides) {
     int64_t st = 1;
