@@ -2,7 +2,7 @@
 
 Run: `make bench-eager` (or .venv/bin/python benchmarks/eager_modes.py [--quick]). Three
 workloads (an MLP training step, an MMDiT block, tiny-Llama generate with a DynamicCache) x
-{strict, fused, compiled}: executable launches per call, host time per call (until the call
+{strict, fused, fused without pipelining, compiled}: executable launches per call, host time per call (until the call
 returns, before waiting for the device), XLA:CPU wall time per call (interleaved rounds,
 benchmarks/timing.py, with PyTorch's own CPU eager run of the same workload in the same rounds) and, with libtpu installed, libtpu's v6e estimate of what one call ran,
 alone and with a stated per-launch cost added. The `tpu` device here is XLA:CPU: its times
@@ -35,15 +35,25 @@ from v6e import compiled_graphs_us, eager_call_us  # noqa: E402
 # (host enqueue through PJRT plus the device's program start). An assumption, stated in the
 # table; libtpu's cost model has no launch term.
 LAUNCH_US = 10.0
-MODES = ["strict", "fused", "compiled", "PyTorch CPU eager"]  # the last: the same workload on device "cpu"
+# The last: the same workload on device "cpu". "fused, unpipelined": one program per host read
+# (TORCH_TPU_FUSED_PIPELINE_OPS=0), to show what pipelining gives.
+MODES = ["strict", "fused", "fused, unpipelined", "compiled", "PyTorch CPU eager"]
+UNPIPELINED = "fused, unpipelined"
 
 
 def in_mode(mode, fn):
-    eager = "strict" if mode == "compiled" else mode
+    eager = {"compiled": "strict", UNPIPELINED: "fused"}.get(mode, mode)
 
     def run():
         with torch.tpu.eager_mode(eager):
-            return fn()
+            if mode != UNPIPELINED:
+                return fn()
+            was = torch_tpu._C._fused_pipeline_ops()
+            torch_tpu._C._set_fused_pipeline_ops(0)
+            try:
+                return fn()
+            finally:
+                torch_tpu._C._set_fused_pipeline_ops(was)
     return run
 
 
@@ -144,7 +154,7 @@ def main():
                 est *= per  # one call of the compiled graphs is one token's step, not the whole call
             est_s = f"{est / per:.1f}" + ("*" if unmodelled else "") if est is not None else "n/a"
             with_launch = f"{(est + launches * LAUNCH_US) / per:.1f}" if est is not None else "n/a"
-            note = f" ({steady_compiles} steady compiles)" if mode == "fused" else ""
+            note = f" ({steady_compiles} steady compiles)" if mode.startswith("fused") else ""
             print(f"| {title} | {mode}{note} | {launches / per:.1f} | {host * 1e3 / per:.2f} | {wall:.2f} | "
                   f"{speed:.2f}x | {est_s} | {with_launch} |", flush=True)
     print("* some launches have no libtpu estimate (libtpu reports none for modules that index an array "

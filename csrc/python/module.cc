@@ -144,6 +144,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_eager_mode", []() { return eager_mode_name(eager_mode()); });
   m.def("_set_eager_mode", [](const std::string& mode) { set_eager_mode(parse_eager_mode(mode)); });
   m.def("_flush_fused", []() { flush_fused("explicit"); });
+  m.def("_fused_pipeline_ops", &fused_pipeline_ops);
+  m.def("_set_fused_pipeline_ops", &set_fused_pipeline_ops);
   m.def("_wait_fused_compiles", []() {
     py::gil_scoped_release release;
     wait_for_fused_compiles();

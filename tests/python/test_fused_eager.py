@@ -1,6 +1,7 @@
 """Fused eager (torch.tpu.set_eager_mode("fused")): ops are recorded and run as one program at
 the next host read, sync, strict op or loop boundary. Every test compares with PyTorch on the
 CPU, and where strict eager's exact bits are the claim (RNG streams), with strict eager."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -40,6 +41,17 @@ def stats():
 
 def launches():
     return torch_tpu._C._cache_stats()["launches"]
+
+
+@contextlib.contextmanager
+def pipelining(n):
+    """Recurring streams cut after `n` ops (TORCH_TPU_FUSED_PIPELINE_OPS; 0: never) in the block."""
+    was = torch_tpu._C._fused_pipeline_ops()
+    torch_tpu._C._set_fused_pipeline_ops(n)
+    try:
+        yield
+    finally:
+        torch_tpu._C._set_fused_pipeline_ops(was)
 
 
 def test_mode_api_switches_and_restores():
@@ -259,17 +271,80 @@ def test_tiny_llm_generate_is_token_exact_with_far_fewer_launches(tmp_path, poli
         out = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"), **kwargs)
         return out.cpu().tolist(), launches() - before
 
-    warm_up = [generate() for _ in range(1 if policy == "inline" else 2)]  # background: compiles on the 2nd run
+    # The fourth call's prompt has recurred unchanged three times, so it is pipelined (more
+    # programs); background compiles a stream's program on its second run.
+    warm_up = [generate() for _ in range(4 if policy == "inline" else 5)]
     torch_tpu._C._wait_fused_compiles()
     assert all(tokens == expected.tolist() for tokens, _ in warm_up)  # op by op, or fused while compiling
+    torch_tpu.metrics.reset()
     fused_tokens, fused_launches = generate()
+    assert stats()["ran_strict"] == {}
+    assert stats()["assembled"] == 0, stats()
     with torch.tpu.eager_mode("strict"):
         strict_tokens, strict_launches = generate()
     assert fused_tokens == strict_tokens == expected.tolist()
     assert fused_launches * 10 <= strict_launches, (fused_launches, strict_launches)
     # The prompt's bucketed forward, the cache appends and attention over the cache's capacity
-    # are recorded too: one program per decode step, a few for the prompt and the loop's end.
-    assert fused_launches <= kwargs["max_new_tokens"] + 4, fused_launches
+    # are recorded too: without an op limit cutting it, one program per decode step, a few for
+    # the prompt and the loop's end.
+    with pipelining(0):
+        generate()
+        torch_tpu._C._wait_fused_compiles()
+        whole_tokens, whole_launches = generate()
+    assert whole_tokens == expected.tolist()
+    assert whole_launches <= kwargs["max_new_tokens"] + 4, whole_launches
+
+
+def test_a_recurring_stream_runs_in_pipelined_programs_of_the_loop_period():
+    # A step that ran unchanged the last three times runs at the pipelining point, so the device
+    # runs those ops while the host records the next ones; the next program then ends where its
+    # first op recurs (a model's layer), so every later layer runs the same cached program. Until
+    # then the stream stays whole: one compile for a one-off stream.
+    def step(y, steps=29):  # a prologue of 4 ops that do not recur (a decode step's embedding), then 4 a step
+        y = (y.abs() - 1.0).neg().sigmoid()
+        for _ in range(steps):
+            y = torch.tanh(y * 0.5) * 0.9 + 0.1
+        return y
+
+    x, ref = torch.linspace(-2, 2, 37, device="tpu"), torch.linspace(-2, 2, 37)
+    x.cpu()
+    runs = []
+    with pipelining(24):
+        for _ in range(6):
+            torch_tpu.metrics.reset()
+            x, ref = step(x), step(ref)
+            torch.testing.assert_close(x.cpu(), ref)
+            s = stats()
+            runs.append((s["flush_reasons"], s["assembled"]))
+    assert runs[0] == ({"host read": 1}, 1), runs  # the first time: one program
+    assert runs[1] == runs[2] == ({"host read": 1}, 0), runs  # the same step again, twice: cached
+    # Then 24 ops (the pipelining point), 5 programs of 16 ending at the loop boundary, and the
+    # last 16 at the host read: two programs to compile (the first chunk and the loop body).
+    assert runs[3] == ({"pipelined": 1, "loop boundary": 5, "host read": 1}, 2), runs
+    assert runs[4] == runs[5] == ({"pipelined": 1, "loop boundary": 5, "host read": 1}, 0), runs
+    # A stream that changes after the pipelining point every time (the same first 24 ops, then
+    # another number of steps) is cut once, the first time (it had recurred), then no more.
+    reasons = []
+    with pipelining(24):
+        for steps in (8, 9, 10, 11):
+            torch_tpu.metrics.reset()
+            torch.testing.assert_close(step(x, steps).cpu(), step(ref, steps))
+            reasons.append(stats()["flush_reasons"])
+    assert reasons[0]["pipelined"] == 1 and reasons[1:] == [{"host read": 1}] * 3, reasons
+    with pipelining(0):
+        torch_tpu.metrics.reset()
+        x, ref = step(x), step(ref)
+        torch.testing.assert_close(x.cpu(), ref)
+        assert stats()["flush_reasons"] == {"host read": 1}
+    with pytest.raises((ValueError, TypeError), match="pipelining point|incompatible"):
+        torch_tpu._C._set_fused_pipeline_ops(-1)
+
+
+def test_the_pipelining_variable_is_checked():
+    code = "import torch, torch_tpu\nprint((torch.ones(3, device='tpu') * 2).sum().item())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_PIPELINE_OPS="lots"))
+    assert out.returncode != 0 and "TORCH_TPU_FUSED_PIPELINE_OPS must be a non-negative integer, got 'lots'" in out.stderr
 
 
 def test_prompts_of_one_bucket_run_as_programs_over_it_and_compile_once(tmp_path):
@@ -297,7 +372,8 @@ def test_prompts_of_one_bucket_run_as_programs_over_it_and_compile_once(tmp_path
         assert out.cpu().tolist() == cpu_model.generate(ids, **kwargs).tolist(), length
     # After the first request, a new length in the bucket compiles nothing and runs no op strict.
     assert all(built == 0 for _, _, built in results[2:]), results
-    assert all(launched <= kwargs["max_new_tokens"] + 4 for _, launched, _ in results[1:]), results
+    # Every later length in the bucket runs the same programs.
+    assert len({launched for _, launched, _ in results[1:]}) == 1, results
 
 
 def test_calls_that_run_strict_are_counted_by_op_and_reason():
@@ -411,10 +487,10 @@ def test_a_steady_loop_compiles_no_more_on_the_callers_thread_than_strict_eager(
     assert s["background_compiles"] >= 1 and s["op_by_op_compiles"] <= strict_built
 
 
-def run_background_policy(code):
+def run_background_policy(code, **env):
     """Runs `code` in a new process in fused eager with background compiles; its stdout's words."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background"))
+                         env=dict(os.environ, TORCH_TPU_EAGER_MODE="fused", TORCH_TPU_FUSED_COMPILE="background", **env))
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
@@ -471,7 +547,7 @@ def test_a_process_forked_while_a_program_compiles_exits_cleanly():
         "torch_tpu._C._wait_fused_compiles()\n"
         "print('queued', torch_tpu._C._fused_stats()['background_compiles'])\n"
     )
-    words = run_background_policy(code)
+    words = run_background_policy(code, TORCH_TPU_FUSED_PIPELINE_OPS="0")  # the whole stream recurs
     assert words[:2] == ["child", "0"] and words[2] == "queued" and int(words[3]) >= 1, words
 
 

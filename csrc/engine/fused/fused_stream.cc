@@ -26,6 +26,7 @@
 #include "engine/fused/background_compiler.h"
 #include "engine/fused/eager_mode.h"
 #include "engine/fused/op_by_op.h"
+#include "engine/fused/pipelining.h"
 #include "engine/fused/recorded_stream.h"
 
 namespace tpu::engine {
@@ -59,7 +60,7 @@ size_t env_size(const char* name, size_t fallback) {
   TORCH_CHECK_VALUE(n > 0, name, " must be a positive integer, got '", v, "'");
   return static_cast<size_t>(n);
 }
-// Ops per program: past it the stream runs (a long loop body without host reads).
+// Ops per program: past it the stream runs anyway (a long loop body without host reads).
 size_t max_ops() {
   static const size_t n = env_size("TORCH_TPU_FUSED_MAX_OPS", 2048);
   return n;
@@ -301,6 +302,7 @@ void flush_locked(const char* reason) {
   g_stream = Stream{};
   set_ops_pending(false);
   count_flush(reason);
+  note_pipelining(st, reason);
 
   // Which storages are still alive: the others are not written out. A dead outside storage is
   // still read, from the buffer the stream kept: a stand-in holds it for the binding.
@@ -362,6 +364,7 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
   if (!g_stream.ops.empty()) {
     if (g_stream.device != call.device) flush_locked("device change");
     else if (g_stream.ops.size() >= max_ops()) flush_locked("op limit");
+    else if (g_stream.ops.size() == pipeline_ops() && recurs_unchanged(g_stream)) flush_locked("pipelined");
     else if (g_stream.ops.size() >= kMinLoopOps && g_stream.ops.size() > g_stream.anchor_pos &&
              op_hash == g_stream.anchor_hash) flush_locked("loop boundary");
   }
@@ -370,10 +373,12 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
     st.device = call.device;
     st.anchor_hash = op_hash;
     st.anchor_pos = 0;
+    st.step_ops = step_ops_at_stream_start();
   } else if (st.ops.size() - st.anchor_pos >= kReanchorOps) {
     st.anchor_hash = op_hash;
     st.anchor_pos = st.ops.size();
   }
+  st.step_ops = with_op(st.step_ops, op_hash);
   RecordedOp r;
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(num_args); it != stack->end(); ++it) {
     r.args.push_back(holds_tensors(*it) ? c10::IValue() : *it);
@@ -447,6 +452,18 @@ void record_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n
 }
 
 void flush_fused(const char* reason) { flush_hook(reason); }
+
+size_t fused_pipeline_ops() {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  return pipeline_ops();
+}
+
+void set_fused_pipeline_ops(int64_t n) {
+  TORCH_CHECK_VALUE(n >= 0, "the fused eager pipelining point must be a non-negative number of ops, got ", n);
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  flush_locked("pipelining changed");
+  store_pipeline_ops(n);
+}
 
 FusedStats fused_stats() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);

@@ -3,9 +3,10 @@
 // Pending too. The recorded stream runs as one program - assembled from the same rules and
 // Program as strict eager, compiled once per stream signature and cached - when something needs
 // a value: a host read, a buffer replaced, a strict launch (an op that is not recorded, a
-// compiled graph), a sync, a device change, a mode change, a size limit, or the stream reaching
-// a loop boundary (its first op's signature again), so a training or decode loop runs one
-// executable per iteration. Intermediates that died before the run are not written out. A stream
+// compiled graph), a sync, a device change, a mode change, a size limit, a recurring stream's
+// pipelining point (the device runs those ops while the host records the next ones), or the
+// stream reaching a loop boundary (its first op's signature again), so a training or decode loop
+// runs a few cached executables per iteration (after the pipelining cut, one per layer). Intermediates that died before the run are not written out. A stream
 // whose program is not compiled yet runs op by op under the background compile policy
 // (eager_mode.h, op_by_op.h, background_compiler.h).
 #pragma once
@@ -36,6 +37,11 @@ void note_ran_strict(const std::string& label, const char* why);
 
 // Runs the recorded ops now; `reason` is counted.
 void flush_fused(const char* reason);
+
+// Ops after which a recurring stream runs (TORCH_TPU_FUSED_PIPELINE_OPS, 0: never); setting it
+// runs the stream first.
+size_t fused_pipeline_ops();
+void set_fused_pipeline_ops(int64_t n);
 
 struct FusedStats {
   int64_t programs_run = 0;      // fused programs launched

@@ -57,6 +57,8 @@ struct Stream {
   std::vector<int64_t> key;  // every op's key and storage mapping
   size_t anchor_hash = 0;  // the signature whose recurrence marks a loop boundary
   size_t anchor_pos = 0;   // where the anchor was taken
+  std::optional<size_t> pipeline_prefix;  // the signature of its first ops at the pipelining point
+  size_t step_ops = 0;  // its ops' call signatures combined (a pipelined step: from the step's start)
   int device = -1;
   int num_tensors = 0, num_scalars = 0;
   std::vector<std::pair<uint64_t, uint64_t>> keys;  // random ops' keys, drawn when recorded
