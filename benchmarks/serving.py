@@ -1,9 +1,10 @@
 """Serving with prompts of random length: what bucketing (docs/bucketing.md) buys.
 
-Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3|qwen3_5] [--batch N]). A
+Part of `make bench-llm` (or .venv/bin/python benchmarks/serving.py [--quick] [--family gemma3|qwen3_5] [--batch N|1-N]). A
 Qwen3-architecture model (`--family gemma3`: Gemma 3, whose sliding-window layers attend with a
 materialised mask; `--family qwen3_5`: Qwen3.5's linear-attention layers; seeded weights, save_pretrained, from_pretrained(device_map="tpu")) answers 32 requests of
-random prompt length (3..400 tokens, batch of one or `--batch` left-padded prompts, greedy, 8 new
+random prompt length (3..400 tokens, batch of one or `--batch` left-padded prompts, `--batch 1-3`: a
+size drawn per request, greedy, 8 new
 tokens) in one fresh process with
 an empty executable cache, five ways: PyTorch CPU eager, `tpu` with bucketing (the default:
 powers of two from 128), the same in fused eager (TORCH_TPU_EAGER_MODE=fused), with TORCH_TPU_BUCKETING=fine (four buckets per doubling from 16) and with
@@ -45,10 +46,11 @@ times, compiles, outputs = [], [], []
 """
 
 CHILD = CHILD_PROLOGUE + r"""
-requests, new, lengths, batch = int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), int(sys.argv[6])
-rng = random.Random(0)
+requests, new, lengths, batches = int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
+rng, batch_rng = random.Random(0), random.Random(7)
 for i in range(requests):
     n = rng.randint(3, 400)
+    batch = batch_rng.randint(*batches)
     ids = torch.randint(3, vocab, (batch, n), generator=torch.Generator().manual_seed(i))
     mask = torch.ones_like(ids)
     shorter = random.Random(1000 + i)
@@ -128,14 +130,16 @@ def print_requests(title, results, reference):
     print()
 
 
-def run(path, device, bucketing, quick, batch, eager="strict"):
+def run(path, device, bucketing, quick, batches, eager="strict"):
+    """`batches`: (least, most) prompts per request, drawn per request."""
     env = child_env(bucketing, eager)
-    if device == "tpu" and importlib.util.find_spec("libtpu") and batch == 1:
+    single = batches == (1, 1)
+    if device == "tpu" and importlib.util.find_spec("libtpu") and single:
         env.setdefault("TORCH_TPU_AOT_CHECK", "v6e:1x1")
     requests = 12 if quick else REQUESTS
-    lengths = LENGTHS if batch == 1 else ()  # the prefill table is one prompt's: measured once, at batch 1
+    lengths = LENGTHS if single else ()  # the prefill table is one prompt's: measured once, at batch 1
     out = subprocess.run([sys.executable, "-c", CHILD, path, device, str(requests), str(NEW), json.dumps(lengths),
-                          str(batch)], env=env, capture_output=True, text=True, timeout=3600)
+                          json.dumps(batches)], env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{device} (bucketing {bucketing}, {eager} eager) failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -159,12 +163,18 @@ def main():
                         help="gemma3: sliding-window layers (window 64) attend with a materialised mask; "
                              "qwen3_5: Gated DeltaNet linear-attention layers (causal conv1d, chunked delta rule) "
                              "with a full-attention layer every fourth")
-    parser.add_argument("--batch", type=int, default=1,
-                        help="prompts per request, left-padded (the longest of random length, the others shorter); "
+    parser.add_argument("--batch", default="1",
+                        help="prompts per request, left-padded (the longest of random length, the others shorter), "
+                             "or a range such as 1-3 (drawn per request: batch sizes mixed in one stream); "
                              "above 1 only the requests table is printed")
     args = parser.parse_args()
-    if args.batch < 1:
-        parser.error(f"--batch must be at least 1, got {args.batch}")
+    least, _, most = args.batch.partition("-")
+    try:
+        batches = (int(least), int(most or least))
+    except ValueError:
+        parser.error(f"--batch must be a number or a range such as 1-3, got {args.batch!r}")
+    if not 1 <= batches[0] <= batches[1]:
+        parser.error(f"--batch must be at least 1 (and a range ascending), got {args.batch!r}")
     import torch
     import transformers
     shape = dict(vocab_size=16000, hidden_size=256, intermediate_size=768, num_hidden_layers=6, num_attention_heads=4,
@@ -182,22 +192,23 @@ def main():
     params = sum(p.numel() for p in model.parameters()) / 1e6
     with tempfile.TemporaryDirectory() as path:
         model.save_pretrained(path)
-        results = {"PyTorch CPU eager": run(path, "cpu", "pow2", args.quick, args.batch),
-                   "tpu, bucketed": run(path, "tpu", "pow2", args.quick, args.batch),
-                   "tpu, bucketed, fused": run(path, "tpu", "pow2", args.quick, args.batch, eager="fused"),
-                   "tpu, fine buckets": run(path, "tpu", "fine", args.quick, args.batch),
-                   "tpu, exact shapes": run(path, "tpu", "0", args.quick, args.batch)}
-        if args.batch == 1:
+        results = {"PyTorch CPU eager": run(path, "cpu", "pow2", args.quick, batches),
+                   "tpu, bucketed": run(path, "tpu", "pow2", args.quick, batches),
+                   "tpu, bucketed, fused": run(path, "tpu", "pow2", args.quick, batches, eager="fused"),
+                   "tpu, fine buckets": run(path, "tpu", "fine", args.quick, batches),
+                   "tpu, exact shapes": run(path, "tpu", "0", args.quick, batches)}
+        if batches == (1, 1):
             compiled = {"PyTorch CPU eager": run_compiled(path, "cpu", "pow2", args.quick),
                         "tpu compiled, per bucket": run_compiled(path, "tpu", "pow2", args.quick),
                         "tpu compiled, per shape": run_compiled(path, "tpu", "0", args.quick)}
     cpu = results["PyTorch CPU eager"]
     n = len(cpu["times"])
-    padding = ", left-padded" if args.batch > 1 else ""
+    padding = ", left-padded" if batches[1] > 1 else ""
+    batch = f"batch {batches[0]}" if batches[0] == batches[1] else f"batch {batches[0]}-{batches[1]} drawn per request"
     print_requests(f"torch-tpu serving benchmark — {args.family} ~{params:.0f}M, {n} requests of random prompt length "
-                   f"(3..400), batch {args.batch}{padding}, {NEW} new tokens, fresh process, empty executable cache",
+                   f"(3..400), {batch}{padding}, {NEW} new tokens, fresh process, empty executable cache",
                    results, cpu)
-    if args.batch > 1:
+    if batches != (1, 1):
         return
     print_requests(f"scoring with a compiled forward (torch.compile(model, dynamic=True), last token's logits), "
                    f"{n} requests of random length (3..400), fresh process", compiled, compiled["PyTorch CPU eager"])
