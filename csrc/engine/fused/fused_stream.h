@@ -3,12 +3,13 @@
 // Pending too. The recorded stream runs as one program - assembled from the same rules and
 // Program as strict eager, compiled once per stream signature and cached - when something needs
 // a value: a host read, a buffer replaced, a strict launch (an op that is not recorded, a
-// compiled graph), a sync, a device change, a mode change, a size limit, a recurring stream's
-// pipelining point (the device runs those ops while the host records the next ones), or the
-// stream reaching a loop boundary (its first op's signature again), so a training or decode loop
-// runs a few cached executables per iteration (after the pipelining cut, one per layer). Intermediates that died before the run are not written out. A stream
-// whose program is not compiled yet runs op by op under the background compile policy
-// (eager_mode.h, op_by_op.h, background_compiler.h).
+// compiled graph), a sync, a device change, a mode change, a size limit, a recurring step's
+// pipelining point (pipelining.h: the device runs those ops while the host records the next
+// ones), or the stream reaching a loop boundary (its first op's signature again), so a training
+// or decode loop runs a few cached executables per iteration (after the pipelining cut, one per
+// layer). Intermediates that died before the run are not written out. A stream whose program is
+// not compiled yet runs op by op under the background compile policy (eager_mode.h, op_by_op.h,
+// background_compiler.h).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
