@@ -91,6 +91,17 @@ std::vector<Value> pieces(Context& c, int64_t dim_arg, bool keep_dim) {
   return out;
 }
 
+// view.dtype(self, dtype) to an element type of the same width: the same bits. In eager mode
+// a view of the storage; a width change is not lowered in a graph.
+std::vector<Value> view_dtype(Context& c) {
+  Value x = c.tensor(0);
+  DType to = c.out().dtype;
+  if (bit_width(x.dtype()) != bit_width(to) || x.dtype() == DType::Pred || to == DType::Pred ||
+      is_complex(x.dtype()) || is_complex(to))
+    throw NotLowerable("view.dtype: only between real types of the same width in a graph");
+  return {to == x.dtype() ? x : bitcast_convert(c.b, x, to)};
+}
+
 // as_strided(self, size, stride, offset) of a dense value: element-wise gather from its flat
 // elements (the compile driver only sends dense inputs; docs/compile.md).
 std::vector<Value> as_strided(Context& c) {
@@ -177,6 +188,7 @@ const GraphRegistrar registrar({
     {"split_with_sizes", [](Context& c) { return pieces(c, 2, true); }},
     {"unbind.int", [](Context& c) { return pieces(c, 1, false); }},
     {"as_strided", as_strided},
+    {"view.dtype", view_dtype},
 });
 
 }  // namespace

@@ -708,6 +708,25 @@ def test_conj_and_neg_views_inside_a_graph():
         torch.testing.assert_close(got.cpu(), want, equal_nan=True)
 
 
+def test_view_dtype_in_a_graph_is_the_same_bits():
+    # Same-width views (bits of floats, signed/unsigned) lower to a bitcast: NaN payloads, signed
+    # zeros and infinities keep their bits; a width change falls back with the op named.
+    x = torch.tensor([1.5, -0.0, float("inf"), -float("inf"), float("nan"), -float("nan"), 3e-39, 7.0])
+    h = torch.tensor([0.0, -0.0, 1.0, float("nan"), -2.5], dtype=torch.bfloat16)
+
+    def f(x, h):
+        bits = x.view(torch.int32)
+        back = (bits ^ (1 << 31)).view(torch.float32)  # flips the sign bit
+        return bits, back, h.view(torch.int16) >> 8, h.view(torch.int16).view(torch.bfloat16)
+
+    out = torch.compile(f, backend="tpu", fullgraph=True)(x.to(DEV), h.to(DEV))
+    for got, want in zip(out, f(x, h)):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu().view(torch.uint8), want.view(torch.uint8), rtol=0, atol=0)
+    with pytest.raises(Exception, match="view.dtype"):
+        torch.compile(lambda t: t.view(torch.int16) + 1, backend="tpu", fullgraph=True)(x.to(DEV))
+
+
 def test_data_dependent_shape_under_fullgraph_names_the_cause_not_dynamic_false():
     # x[mask] has a size known only from the data: dynamic=False cannot help, so the message
     # must not suggest it; without fullgraph=True the graph splits and the result is the CPU's.
