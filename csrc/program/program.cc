@@ -42,11 +42,12 @@ Value Program::offset(int binding, int64_t storage_elements) {
   return offsets_[binding] = v;
 }
 
-Value Program::scalar(DType dtype, int binding) {
-  Value v = b_.arg(Type(dtype, {}));
+Value Program::scalar(DType dtype, int binding, std::optional<DType> passed) {
+  DType as = passed.value_or(dtype);
+  Value v = b_.arg(Type(as, {}));
   ++num_args_;
-  params_.push_back({Param::Kind::Scalar, binding, dtype});
-  return v;
+  params_.push_back({Param::Kind::Scalar, binding, as});
+  return as == dtype ? v : hlo::convert(b_, v, dtype);
 }
 
 Value Program::rng_key(int binding) {

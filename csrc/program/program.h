@@ -87,7 +87,10 @@ class Program {
   // Replaces the view's elements of the slot's current value; later reads see the update.
   void write(int slot, const View& view, Value value);
 
-  Value scalar(DType dtype, int binding);
+  // A runtime scalar of `dtype`, passed as `passed` (a 32-bit integer for an s64 value that fits:
+  // a TPU emulates each 64-bit parameter with two calls, which libtpu's cost analysis counts as
+  // -1 s each) and widened in the module.
+  Value scalar(DType dtype, int binding, std::optional<DType> passed = std::nullopt);
   Value rng_key(int binding = 0);  // binding: which drawn key (OpCall::drawn_keys), if any
 
   // Calls `rule`; checks it returned one value per out type and converts each to its dtype.

@@ -119,6 +119,30 @@ def test_modules_with_64_bit_values_keep_their_estimate():
     assert tiny and all(m["optimal_seconds"] < 0 for m in tiny), tiny
 
 
+INT_SCALAR_SCRIPT = r"""
+import json, torch, torch_tpu
+from torch_tpu import aot
+aot.configure("v6e:1x1")
+x = torch.ones(1024, 1024, device="tpu")
+x * 2; x * 2 ** 40
+torch.tpu.synchronize()
+print("MODULES " + json.dumps(aot.stats()["modules"]))
+"""
+
+
+def test_int_scalars_that_fit_32_bits_cost_no_emulation_calls():
+    # An int64 Scalar operand whose value fits 32 bits is an s32 parameter widened in the module:
+    # libtpu emulates no 64-bit parameter, and its estimate is exact instead of `estimate - n`
+    # rounded to float32 (a fused decode program had 70 such operands). A value past 32 bits
+    # keeps its s64 parameter, in a program of its own.
+    modules = [m for m in run_script(INT_SCALAR_SCRIPT, "MODULES") if m["label"].startswith("mul")]
+    assert len(modules) == 2, modules
+    narrow, wide = modules
+    assert narrow["uncosted_custom_calls"] == 0, narrow
+    assert abs(narrow["optimal_seconds"] - narrow["roofline_seconds"]) <= 0.05 * narrow["roofline_seconds"], narrow
+    assert wide["uncosted_custom_calls"] > 0, wide
+
+
 WEIGHT_PREFETCH_SCRIPT = """
 import json
 import torch

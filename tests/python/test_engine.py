@@ -130,6 +130,39 @@ def test_same_shape_at_a_new_offset_does_not_recompile():
     assert cache.cpu()[:12, 0].tolist() == [0, 1] + list(range(2, 12))
 
 
+@pytest.mark.strict_eager
+def test_int_scalars_past_32_bits_get_their_own_program():
+    # An int64 value that fits 32 bits (a Python int as a Scalar operand or as a wrapped CPU
+    # tensor) reaches the module as s32 (a TPU emulates 64-bit parameters); one past 32 bits
+    # keeps s64, in a program of its own, never truncated.
+    x = torch.tensor([0, 1, -1, 2 ** 40, -(2 ** 62), 2 ** 31 - 1], dtype=torch.long)
+    f = torch.tensor([0.5, -0.0, float("nan"), float("inf"), 3.0, -2.5])
+    d, fd = x.to("tpu"), f.to("tpu")
+    ops = [lambda t, k: t + k,  # a wrapped CPU tensor
+           lambda t, k: torch.add(t, t, alpha=k),  # a Scalar operand
+           lambda t, k: t.clamp(min=k)]
+    torch_tpu.metrics.reset()
+    for op in ops:
+        op(d, 5).cpu(), op(fd, 3).cpu()
+    before = executables_built()
+    for k in (7, -9, 2 ** 31 - 1, -(2 ** 31)):  # the same programs
+        for op in ops:
+            assert torch.equal(op(d, k).cpu(), op(x, k))
+            torch.testing.assert_close(op(fd, k).cpu(), op(f, k), equal_nan=True)
+    assert executables_built() == before
+    for k in (2 ** 31, -(2 ** 31) - 1, 2 ** 40, -(2 ** 62), 2 ** 63 - 1):  # past 32 bits
+        for op in ops:
+            assert torch.equal(op(d, k).cpu(), op(x, k))
+            torch.testing.assert_close(op(fd, k).cpu(), op(f, k), equal_nan=True)
+    assert executables_built() == before + 6  # each op and dtype once for every wide value
+    torch_tpu.metrics.reset()  # the recompile reason names the wide value
+    y = torch.arange(5).to("tpu")
+    (y - 3).cpu(), (y - 2 ** 33).cpu(), y.sub(y, alpha=3).cpu(), y.sub(y, alpha=2 ** 33).cpu()
+    reasons = torch_tpu.metrics.recompile_reasons()
+    assert "sub.Tensor: argument 1 (other): CPU scalar dtype: a value past 32 bits" in reasons, reasons
+    assert "sub.Tensor: argument 2 (alpha): scalar kind: a value past 32 bits" in reasons, reasons
+
+
 def test_out_of_memory_raises_and_device_stays_usable():
     before = torch.tpu.memory_allocated()
     with pytest.raises(torch.OutOfMemoryError, match=r"tpu out of memory.*Tried to allocate 3\.64 TiB"):

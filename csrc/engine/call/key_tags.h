@@ -6,7 +6,10 @@
 
 namespace tpu::engine {
 
+// kWideScalar: an integer Scalar whose value needs 64 bits. Others reach the module as 32-bit
+// parameters (eager_program.cc), so the two must not share a program.
 enum KeyTag : int64_t { kNone, kTpuTensor, kCpuScalar, kList, kScalar, kInt, kDouble, kBool, kStr,
-                        kInts, kDevice, kGenerator, kDoubles, kScalarType, kBools, kRuntimeSizes };
+                        kInts, kDevice, kGenerator, kDoubles, kScalarType, kBools, kRuntimeSizes,
+                        kWideScalar };
 
 }  // namespace tpu::engine

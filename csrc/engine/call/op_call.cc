@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include "engine/device/dtypes.h"
@@ -50,14 +51,18 @@ void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t
   if (t.is_conj() || t.is_neg()) throw MathBitsSet{};
   if (!t.is_privateuseone()) {
     if (t.device().is_cpu() && t.dim() == 0) {  // Python numbers and CPU scalars
-      call.key.insert(call.key.end(), {kCpuScalar, int64_t(t.scalar_type()), int64_t(t.unsafeGetTensorImpl()->is_wrapped_number())});
+      c10::Scalar value = t.item();
+      // An int64 value past 32 bits adds 2: its parameter stays s64 (eager_program.cc).
+      bool wide = t.scalar_type() == c10::kLong && !narrow_integer_scalar(value);
+      call.key.insert(call.key.end(), {kCpuScalar, int64_t(t.scalar_type()),
+                                       int64_t(t.unsafeGetTensorImpl()->is_wrapped_number()) + 2 * wide});
       TensorRef ref;
       ref.arg = arg;
       ref.elem = elem;
       ref.tensor = t;
       ref.scalar = static_cast<int>(call.scalars.size());
       call.tensors.push_back(std::move(ref));
-      call.scalars.push_back({arg, t.item(), true, t.scalar_type()});
+      call.scalars.push_back({arg, value, true, t.scalar_type()});
       return;
     }
     device_mismatch(op, call, t, arg);
@@ -117,6 +122,18 @@ void push_double(std::vector<int64_t>& key, double d) {
 
 }  // namespace
 
+bool narrow_integer_scalar(const c10::Scalar& s) {
+  if (s.type() != c10::ScalarType::Long) return false;
+  int64_t v = s.toLong();
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+namespace {
+int64_t scalar_tag(const c10::Scalar& s) {
+  return s.isIntegral(/*includeBool=*/false) && !narrow_integer_scalar(s) ? kWideScalar : kScalar;
+}
+}  // namespace
+
 bool is_scalar_arg(const c10::Argument& a) {
   return unwrap_optional(a.type())->kind() == c10::TypeKind::NumberType;
 }
@@ -165,13 +182,13 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       call.key.insert(call.key.end(), {kList, int64_t(list.size())});
       for (const c10::IValue& e : list) {
         c10::Scalar s = e.toScalar();
-        call.key.insert(call.key.end(), {kScalar, int64_t(s.type())});
+        call.key.insert(call.key.end(), {scalar_tag(s), int64_t(s.type())});
         call.scalars.push_back({arg, s});
       }
     } else if (is_scalar_arg(schema_args[a])) {
       c10::Scalar s = v.toScalar();
       ref = {K::Scalar, static_cast<int>(call.scalars.size()), 1};
-      call.key.insert(call.key.end(), {kScalar, int64_t(s.type())});
+      call.key.insert(call.key.end(), {scalar_tag(s), int64_t(s.type())});
       call.scalars.push_back({arg, s});
     } else if (v.isInt()) {
       bool dtype = is_dtype_arg(schema_args[a]);

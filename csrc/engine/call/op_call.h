@@ -90,6 +90,9 @@ void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t
 
 // `Scalar` operands are runtime values (a learning rate must not force a recompile).
 bool is_scalar_arg(const c10::Argument& a);
+// An int64 Scalar whose value fits 32 bits: its module parameter is s32 (key tag kScalar);
+// any other integer Scalar keeps s64 (kWideScalar).
+bool narrow_integer_scalar(const c10::Scalar& s);
 // `Scalar[]` operands (per-tensor lrs / bias corrections of foreach optimizers) likewise.
 bool is_scalar_list_arg(const c10::Argument& a);
 

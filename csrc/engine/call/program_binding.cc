@@ -42,9 +42,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> bind_params(const std::vector<program
       case program::Param::Kind::Offset:
         bound.push_back(scalar_buffer(call.device, p.dtype, c10::Scalar(call.tensors[p.binding].tensor.storage_offset())));
         break;
-      case program::Param::Kind::Scalar:
-        bound.push_back(scalar_buffer(call.device, p.dtype, call.scalars[p.binding].value));
+      case program::Param::Kind::Scalar: {
+        const c10::Scalar& value = call.scalars[p.binding].value;
+        if (p.dtype == hlo::DType::S32 && value.isIntegral(false) && !narrow_integer_scalar(value)) {
+          // A program compiled for a 32-bit value (eager_program.cc); the key keeps apart
+          // Scalars that do not fit, so only a runtime length past 2^31 can get here.
+          throw std::runtime_error("tpu: a runtime integer " + std::to_string(value.toLong()) +
+                                   " does not fit the 32-bit parameter its program was compiled with");
+        }
+        bound.push_back(scalar_buffer(call.device, p.dtype, value));
         break;
+      }
       case program::Param::Kind::RngKey: {
         if (!call.drawn_keys.empty()) {  // drawn when the op was recorded (fused eager)
           const auto& key = call.drawn_keys.at(p.binding);

@@ -52,7 +52,11 @@ void parse_entry(const std::vector<int64_t>& key, size_t& pos, int arg, int elem
       field("stride", take(key, pos, meta[0]));
       return;
     }
-    case kCpuScalar: field("CPU scalar dtype", take(key, pos, 2)); return;
+    case kCpuScalar: {
+      std::vector<int64_t> v = take(key, pos, 2);
+      field(v.size() == 2 && v[1] >= 2 ? "CPU scalar dtype (a value past 32 bits)" : "CPU scalar dtype", v);
+      return;
+    }
     case kList: {
       int64_t n = pos < key.size() ? key[pos++] : 0;
       field("list length", {n});
@@ -60,6 +64,7 @@ void parse_entry(const std::vector<int64_t>& key, size_t& pos, int arg, int elem
       return;
     }
     case kScalar: field("scalar kind", take(key, pos, 1)); return;
+    case kWideScalar: field("scalar kind (a value past 32 bits)", take(key, pos, 1)); return;
     case kInt: field("int value", take(key, pos, 1)); return;
     case kScalarType: field("dtype value", take(key, pos, 1)); return;
     case kDouble: field("float value", take(key, pos, 1)); return;
@@ -119,6 +124,12 @@ std::string describe_key_change(const KeyShape& shape, const std::vector<int64_t
     std::ostringstream s;
     s << shape.name(y.arg);
     if (y.elem >= 0) s << " item " << y.elem;
+    auto base = [](const std::string& name) { return name.substr(0, name.find(" (")); };
+    if (x.name != y.name && x.arg == y.arg && x.elem == y.elem && base(x.name) == base(y.name)) {
+      // An integer scalar crossed 32 bits (key_tags.h, kWideScalar)
+      s << ": " << base(y.name) << ": " << (y.name.size() > x.name.size() ? "a value past 32 bits" : "a value within 32 bits");
+      return s.str();
+    }
     if (x.name != y.name || x.arg != y.arg || x.elem != y.elem) {
       s << ": kind of argument changed";
       return s.str();

@@ -30,7 +30,14 @@ class Assembler {
 
   void bind(DType compute) {
     for (size_t s = 0; s < call_.scalars.size(); ++s) {
-      scalars_.push_back(p_.scalar(scalar_param_dtype(call_.scalars[s], compute), placement_.scalar_base + static_cast<int>(s)));
+      const ScalarRef& ref = call_.scalars[s];
+      DType dtype = scalar_param_dtype(ref, compute);
+      std::optional<DType> passed;
+      // An int64 value that fits 32 bits (a Scalar or a CPU 0-d tensor: the key says which; a
+      // runtime length, bounded by its storage's dim) is passed as s32 and widened in the
+      // module, so rules see the same s64 value; binding checks it again (program_binding.cc).
+      if (dtype == DType::S64 && narrow_integer_scalar(ref.value)) passed = DType::S32;
+      scalars_.push_back(p_.scalar(dtype, placement_.scalar_base + static_cast<int>(s), passed));
     }
   }
 
