@@ -157,10 +157,11 @@ def main():
             note = f" ({steady_compiles} steady compiles)" if mode.startswith("fused") else ""
             print(f"| {title} | {mode}{note} | {launches / per:.1f} | {host * 1e3 / per:.2f} | {wall:.2f} | "
                   f"{speed:.2f}x | {est_s} | {with_launch} |", flush=True)
-    print("* some launches have no libtpu estimate (libtpu reports none for modules that index an array "
-          "at a runtime offset or compute in int64, e.g. a decode step's cache writes and positions): the "
-          "roofline of libtpu's bytes_accessed stands in for them, which counts a weight DMA'd into on-chip "
-          "memory 3-4 times (tools/hbm_traffic.py reads the bytes that cross HBM from libtpu's dump)")
+    print("* some launches have no libtpu estimate (modules that index an array at a runtime offset, and "
+          "tiny ones whose estimate is below the float32 resolution of `estimate - n`, n its 64-bit "
+          "emulation calls; docs/tpu_aot.md): the roofline of libtpu's bytes_accessed stands in for them, "
+          "which counts a weight DMA'd into on-chip memory 3-4 times (tools/hbm_traffic.py reads the bytes "
+          "that cross HBM from libtpu's dump)")
     print(torch_tpu.metrics.report())
     first_calls(table, tokens)
 
