@@ -75,7 +75,7 @@ def report() -> str:
         for reason, n in sorted(recompiles.items(), key=lambda kv: -kv[1])[:10]:
             lines.append(f"    {n:>5}  {reason}")
     lines += fused_lines(s["fused"])
-    lines += bucket_lines(_C._bucket_stats())
+    lines += bucket_lines(_C._bucket_stats(), _C._bucket_decisions())
     compile_stats = sys.modules.get("torch_tpu.compile.stats")  # loaded only once torch.compile ran
     if compile_stats is not None:
         lines += compile_stats.report_lines()
@@ -119,7 +119,7 @@ def buckets() -> dict:
     return {c: dict(b, padding=1 - b["rows"] / b["capacity_rows"]) for c, b in _C._bucket_stats().items()}
 
 
-def bucket_lines(stats: dict) -> list:
+def bucket_lines(stats: dict, decisions: dict) -> list:
     if not stats:
         return []
     lines = ["  bucketed ops (run over a capacity, the length a runtime size)"]
@@ -127,6 +127,8 @@ def bucket_lines(stats: dict) -> list:
         padding = 1 - b["rows"] / b["capacity_rows"]
         lines.append(f"    capacity {capacity:<6} {b['calls']} calls, {b['compiles']} compiles, "
                      f"padding {padding:.0%} of the rows computed")
+    lines.append(f"    result shapes decided by meta kernels {decisions['decided']} times, "
+                 f"reused {decisions['reused']} times (the same call at another length)")
     return lines
 
 

@@ -114,6 +114,13 @@ PYBIND11_MODULE(_C, m) {
     }
     return d;
   });
+  m.def("_bucket_decisions", []() {
+    BucketDecisions d = bucket_decisions();
+    py::dict e;
+    e["decided"] = d.decided;
+    e["reused"] = d.reused;
+    return e;
+  });
   m.def("_mark_dynamic", &mark_dynamic);
   // Compiled graphs per bucket (torch_tpu/compile/bucketed_graphs.py).
   m.def("_bucket_for", &bucket_for);

@@ -220,6 +220,37 @@ def test_ops_over_a_bucket_match_cpu(length, neighbours):
     assert fallbacks() == before
 
 
+def test_a_call_at_a_new_length_reuses_its_result_shapes():
+    """Which result dims of a call over the bucket are padded is read from PyTorch's meta kernels
+    once per form of call (its op, arguments and sizes, the length written as L); the same call
+    at another length reuses it, and a call refused over the bucket stays refused. Lengths where
+    another size equals the length (4, the features) or lies on its other side are forms of
+    their own. Values are the CPU's either way."""
+    w = torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+
+    def calls(ids):
+        x = values_of(ids)
+        exact = x.cpu().to(ids.device)  # the same values, not padded: contracted with x, only the true rows agree
+        return (x.sum(1), x.mean(2), x.softmax(1), x @ w.to(x.device), torch.cat([x, -x], -1),
+                x.transpose(1, 2) @ exact, x.logsumexp(1))
+
+    def check(length):
+        ids = ids_of(length, neighbours=True, seed=length)
+        for got, want in zip(calls(ids.to(DEV)), calls(ids)):
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, msg=lambda m: f"length {length}: {m}")
+
+    check(40)
+    before = torch_tpu._C._bucket_decisions()
+    for length in (41, 77, 127, 9):
+        check(length)
+    after = torch_tpu._C._bucket_decisions()
+    assert after["decided"] == before["decided"], (before, after)
+    assert after["reused"] - before["reused"] >= 4 * 6, (before, after)
+    for length in (4, 2, 3, 5):  # the features' size equal to the length, or above it
+        check(length)
+    assert "reused" in torch_tpu.metrics.report()
+
+
 def test_embedding_and_attention_over_a_bucket_match_cpu():
     table = torch.randn(256, 16, generator=torch.Generator().manual_seed(0))
     for length in (5, 90):

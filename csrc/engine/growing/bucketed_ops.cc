@@ -18,6 +18,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -110,6 +112,96 @@ std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::Op
   return sizes;
 }
 
+// What the two meta runs decided for a form of call: whether it runs over the capacity, and
+// each result's padded dim (-1: none). The meta runs cost more than the call (a Python
+// decomposition for mean, var or cat: ~0.3 ms each on a 2-core VM), and every call of a
+// prefill or a decode step over a growing cache made them again.
+struct Decision {
+  bool bucketed;
+  std::vector<int64_t> result_dims;
+};
+std::mutex g_decisions_mu;
+std::unordered_map<std::string, Decision> g_decisions;
+constexpr size_t kMaxDecisions = 1 << 16;
+std::atomic<int64_t> g_decided{0}, g_reused{0};
+
+// A size or integer argument as the decision sees it: `L` for the length, otherwise the value
+// and which side of the length it lies on, so a form fixes every equality and order between
+// the length and the call's other sizes (what PyTorch's shape checks compare).
+void append_size(std::string& form, int64_t value, int64_t length) {
+  if (value == length) {
+    form += 'L';
+    return;
+  }
+  form += std::to_string(value);
+  form += value < length ? '<' : '>';
+}
+
+// The call's form: the op, and per argument its kind and value, a tensor's device, dtype and
+// sizes, and how it is padded. nullopt for arguments it cannot spell (the call then decides
+// afresh). Calls of one form differ only in the length, which the meta kernels of the ops that
+// declare padded operands (contractions, reductions, cat, softmax, gathers, scans) treat alike.
+std::optional<std::string> call_form(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t first,
+                                     const std::vector<Padded>& padded, int64_t length) {
+  if (length < 2) return std::nullopt;  // a length of 1 broadcasts: keep it apart
+  std::string form = full_name(op.operator_name());
+  auto tensor = [&](const at::Tensor& t, size_t slot, int elem) {
+    if (!t.defined()) {
+      form += "U;";
+      return;
+    }
+    form += 'T';
+    form += std::to_string(static_cast<int>(t.device().type()));
+    form += c10::toString(t.scalar_type());
+    for (int64_t s : t.sizes()) {
+      form += ',';
+      append_size(form, s, length);
+    }
+    for (const Padded& p : padded) {
+      if (p.slot == slot && p.elem == elem) form += "@" + std::to_string(p.spare.dim) + "/" + std::to_string(p.spare.capacity);
+    }
+    form += ';';
+  };
+  for (size_t i = first; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      tensor(v.toTensor(), i, -1);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      form += '[';
+      for (size_t e = 0; e < list.size(); ++e) tensor(list.get(e), i, static_cast<int>(e));
+      form += "];";
+    } else if (v.isNone()) {
+      form += "N;";
+    } else if (v.isBool()) {
+      form += v.toBool() ? "t;" : "f;";
+    } else if (v.isInt()) {
+      form += 'i';
+      append_size(form, v.toInt(), length);
+      form += ';';
+    } else if (v.isDouble()) {
+      double d = v.toDouble();
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      form += "d" + std::to_string(bits) + ";";
+    } else if (v.isIntList()) {
+      form += "I";
+      for (int64_t x : v.toIntList()) {
+        append_size(form, x, length);
+        form += ',';
+      }
+      form += ';';
+    } else if (v.isString()) {
+      form += "s" + v.toStringRef() + ";";
+    } else if (v.isDevice()) {
+      form += "D" + v.toDevice().str() + ";";
+    } else {
+      return std::nullopt;
+    }
+  }
+  return form;
+}
+
 std::mutex g_stats_mu;
 std::map<int64_t, BucketStats> g_stats;  // by capacity
 
@@ -163,7 +255,11 @@ std::map<int64_t, BucketStats> bucket_stats() {
 void reset_bucket_stats() {
   std::lock_guard<std::mutex> lock(g_stats_mu);
   g_stats.clear();
+  g_decided = 0;
+  g_reused = 0;
 }
+
+BucketDecisions bucket_decisions() { return {g_decided.load(), g_reused.load()}; }
 
 void mark_dynamic(const at::Tensor& t, int64_t dim) {
   TORCH_CHECK(t.is_privateuseone(), "mark_dynamic: expected a tpu tensor, got one on ", t.device());
@@ -202,6 +298,36 @@ bool clone_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_
   run_lowered(op, stack);
   stack->back() = as_padded_square(stack->back().toTensor(), square->dim, square->dim2, square->length);
   return true;
+}
+// Whether the call runs over the capacity, and which result dims carry the padding, from
+// PyTorch's meta kernel at the true sizes and at the capacity.
+Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t first,
+                const std::vector<Padded>& padded, PaddedOperands kind, int64_t length, int64_t capacity) {
+  const Decision refuse{false, {}};
+  auto exact = meta_result_sizes(op, stack, first, padded, false);
+  auto over = exact ? meta_result_sizes(op, stack, first, padded, true) : std::nullopt;
+  if (!over || over->size() != exact->size()) return refuse;
+  Decision decision{true, {}};
+  for (size_t r = 0; r < exact->size(); ++r) {
+    const auto& e = (*exact)[r];
+    const auto& c = (*over)[r];
+    if (e.size() != c.size()) return refuse;
+    int64_t dim = -1;
+    for (size_t d = 0; d < e.size(); ++d) {
+      if (e[d] == c[d]) continue;
+      if (dim >= 0 || e[d] != length || c[d] != capacity) return refuse;  // not a padded prefix
+      dim = static_cast<int64_t>(d);
+    }
+    if (dim < 0 && kind == PaddedOperands::KeepsDim) return refuse;  // a count over the padded dim
+    // A contiguous copy (clone, reshape's copy) of a padded prefix keeps its spare rows. With
+    // nothing but size-1 dims before the padded one (a batch of one) the result is contiguous;
+    // with more (a left-padded batch of prompts, its attention output transposed back, a
+    // repeat's copy) it is not, as a grown cat's result is not: view() and reshape's view
+    // (growing_view.cc) make it dense first where the padding is in the way of a merge.
+    if (kind == PaddedOperands::Contiguous && dim < 0) return refuse;
+    decision.result_dims.push_back(dim);
+  }
+  return decision;
 }
 }  // namespace
 
@@ -254,30 +380,26 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     const c10::IValue& format = (*stack)[first + 1];
     if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
   }
-  auto exact = meta_result_sizes(op, *stack, first, padded, false);
-  auto over = exact ? meta_result_sizes(op, *stack, first, padded, true) : std::nullopt;
-  if (!over || over->size() != exact->size()) return false;
-  // Per result: the dim that carries the padding, or -1 when the result has none.
-  std::vector<int64_t> result_dims;
-  for (size_t r = 0; r < exact->size(); ++r) {
-    const auto& e = (*exact)[r];
-    const auto& c = (*over)[r];
-    if (e.size() != c.size()) return false;
-    int64_t dim = -1;
-    for (size_t d = 0; d < e.size(); ++d) {
-      if (e[d] == c[d]) continue;
-      if (dim >= 0 || e[d] != length || c[d] != capacity) return false;  // not a padded prefix
-      dim = static_cast<int64_t>(d);
-    }
-    if (dim < 0 && kind == PaddedOperands::KeepsDim) return false;  // a count over the padded dim
-    // A contiguous copy (clone, reshape's copy) of a padded prefix keeps its spare rows. With
-    // nothing but size-1 dims before the padded one (a batch of one) the result is contiguous;
-    // with more (a left-padded batch of prompts, its attention output transposed back, a
-    // repeat's copy) it is not, as a grown cat's result is not: view() and reshape's view
-    // (growing_view.cc) make it dense first where the padding is in the way of a merge.
-    if (kind == PaddedOperands::Contiguous && dim < 0) return false;
-    result_dims.push_back(dim);
+  std::optional<std::string> form = call_form(op, *stack, first, padded, length);
+  std::optional<Decision> decided;
+  if (form) {
+    std::lock_guard<std::mutex> lock(g_decisions_mu);
+    auto found = g_decisions.find(*form);
+    if (found != g_decisions.end()) decided = found->second;
   }
+  if (decided) {
+    g_reused.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g_decided.fetch_add(1, std::memory_order_relaxed);
+    decided = decide(op, *stack, first, padded, kind, length, capacity);
+    if (form) {
+      std::lock_guard<std::mutex> lock(g_decisions_mu);
+      if (g_decisions.size() >= kMaxDecisions) g_decisions.clear();
+      g_decisions.emplace(std::move(*form), *decided);
+    }
+  }
+  if (!decided->bucketed) return false;
+  const std::vector<int64_t>& result_dims = decided->result_dims;
   // Run the rule over the whole capacities, each padded dim holding `length` rows at runtime.
   std::vector<c10::IValue> arguments(stack->begin() + first, stack->end());
   std::vector<RuntimeSize> sizes;

@@ -129,6 +129,12 @@ struct BucketStats {
 };
 std::map<int64_t, BucketStats> bucket_stats();
 void reset_bucket_stats();
+// Calls that decided from PyTorch's meta kernels whether they run over the capacity (a new form
+// of call), and calls that reused such a decision (the same form at another length).
+struct BucketDecisions {
+  int64_t decided = 0, reused = 0;
+};
+BucketDecisions bucket_decisions();
 
 // torch_tpu.mark_dynamic: moves `t` (a tpu tensor that owns its storage) into a padded prefix
 // of capacity_for(t.size(dim)) rows along `dim`, so ops on it run over the bucket.
