@@ -493,9 +493,11 @@ Registrar registrar({
     {"_scaled_dot_product_efficient_attention", efficient_attention_forward},
 });
 
-// Attention over padded keys: the padder masks the scores' softmax.
+// Attention over padded keys: the padder masks the scores' softmax. The backward's products
+// contract over the padded keys (dQ) and queries (dK, dV), which the padder masks too.
 const PaddedOperandsRegistrar padded_operands({
     {"_scaled_dot_product_flash_attention_for_cpu", PaddedOperands::Exact},
+    {"_scaled_dot_product_flash_attention_for_cpu_backward", PaddedOperands::Exact},
     {"_scaled_dot_product_efficient_attention", PaddedOperands::Exact},
 });
 

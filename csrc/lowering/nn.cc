@@ -281,10 +281,17 @@ const Registrar registrar({
     {"native_dropout_backward", native_dropout_backward},
 });
 
-// Softmax over a padded dim: the padder masks its max and sum.
+// Softmax over a padded dim: the padder masks its max and sum (and the backward's sum).
+// nll_loss over padded samples: the padder masks the loss's sum, the total weight it divides by
+// and the out-of-range check; its backward is row-wise. Together they keep a causal LM's
+// training loss (cross_entropy of a bucketed prompt's logits) and its gradients in the bucket.
 const PaddedOperandsRegistrar padded_operands({
     {"_softmax", PaddedOperands::Exact},
     {"_log_softmax", PaddedOperands::Exact},
+    {"_softmax_backward_data", PaddedOperands::Exact},
+    {"_log_softmax_backward_data", PaddedOperands::Exact},
+    {"nll_loss_forward", PaddedOperands::Exact},
+    {"nll_loss_backward", PaddedOperands::Exact},
 });
 
 }  // namespace

@@ -159,11 +159,12 @@ class LoweredOpKernel final : public c10::OperatorKernel {
   OverCapacityFn over_capacity_;
 };
 
-// The growing-dim path of an op without an adapter: pointwise ops by their tag, the others by
-// how their rule declares it takes padded operands (lowering::PaddedOperands).
-OverCapacityFn growth_path(const c10::OperatorName& name, const std::string& rule) {
+// The growing-dim path of an op whose adapter has none: pointwise ops by their tag (only without
+// an adapter, whose result dtype or checks the pointwise path would not apply), the others by how
+// their rule declares it takes padded operands (lowering::PaddedOperands).
+OverCapacityFn growth_path(const c10::OperatorName& name, const std::string& rule, bool has_adapter) {
   auto handle = c10::Dispatcher::singleton().findSchema(name);
-  if (handle && takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
+  if (!has_adapter && handle && takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
     return &pointwise_over_capacity;
   }
   std::optional<lowering::PaddedOperands> how = lowering::padded_operands(rule);
@@ -197,7 +198,9 @@ std::vector<std::string> register_lowered_ops() {
       std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       const OpAdapter* adapter = find_adapter(name);
       PrepareFn prepare = adapter != nullptr ? adapter->prepare : nullptr;
-      OverCapacityFn over_capacity = adapter != nullptr ? adapter->over_capacity : growth_path(name, rule);
+      OverCapacityFn over_capacity = adapter != nullptr && adapter->over_capacity != nullptr
+                                         ? adapter->over_capacity
+                                         : growth_path(name, rule, adapter != nullptr);
       auto kernel = prepare == nullptr && over_capacity == nullptr
                         ? torch::CppFunction::makeFromBoxedFunction<&boxed_kernel>()
                         : torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweredOpKernel>(prepare, over_capacity));

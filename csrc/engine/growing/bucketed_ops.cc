@@ -245,6 +245,41 @@ bool refused(const std::string& name, const torch::jit::Stack& stack, size_t fir
   return g_refused[name].count(signature) != 0;
 }
 
+// A view of a padded storage's rows from row k > 0 on: `labels[..., 1:]`, the shifted targets of
+// a causal LM's loss (Transformers pads the labels by one ignored row, then drops the first). It
+// is not a padded prefix (those start at row 0), so the loss took the exact path, and so did
+// every op of the backward after it. `realigned` copies its rows k.. of the bucket to the front
+// of a fresh bucket: a padded prefix of the same length, the copy keyed on the capacity and k.
+struct Shifted {
+  Spare spare;
+  int64_t rows;  // k
+};
+
+std::optional<Shifted> shifted_rows(const at::Tensor& t) {
+  if (t.numel() == 0 || t.is_conj() || t.is_neg()) return std::nullopt;
+  const StorageBuffer& buffer = storage_buffer(t);
+  const int64_t stride = buffer.padded_stride, capacity = buffer.padded_capacity;
+  if (stride <= 0 || capacity <= 0 || t.storage_offset() % stride != 0) return std::nullopt;
+  const int64_t rows = t.storage_offset() / stride;
+  if (rows <= 0 || rows >= capacity) return std::nullopt;  // from row 0, or past the first batch's rows
+  at::Tensor from_row_zero = t.as_strided(t.sizes(), t.strides(), t.storage_offset() - rows * stride);
+  std::optional<Spare> s = spare_rows(from_row_zero);
+  if (!s || s->dim2 >= 0 || s->capacity != capacity || t.stride(s->dim) != stride || s->length + rows > capacity) {
+    return std::nullopt;
+  }
+  return Shifted{*s, rows};
+}
+
+at::Tensor realigned(const at::Tensor& t, const Shifted& shifted) {
+  const Spare& s = shifted.spare;
+  std::vector<int64_t> sizes = t.sizes().vec();
+  sizes[s.dim] = s.capacity - shifted.rows;
+  at::Tensor tail = t.as_strided(sizes, t.strides(), t.storage_offset());
+  std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd: pairs from the last dim back
+  pad[2 * (t.dim() - 1 - s.dim) + 1] = shifted.rows;
+  return as_padded_prefix(at::constant_pad_nd(tail, pad, 0), s.dim, s.length);
+}
+
 }  // namespace
 
 std::map<int64_t, BucketStats> bucket_stats() {
@@ -336,11 +371,16 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
   std::vector<Padded> padded;
+  std::vector<std::pair<Padded, int64_t>> shifted;  // operands that start at row k of a bucket, and k
   bool any_growable = false;
   for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
     if (t.is_privateuseone() && storage_buffer(t).growable) {
       any_growable = true;
-      if (std::optional<Spare> s = spare_rows(t)) padded.push_back({slot, elem, *s});
+      if (std::optional<Spare> s = spare_rows(t)) {
+        padded.push_back({slot, elem, *s});
+      } else if (std::optional<Shifted> h = shifted_rows(t)) {
+        shifted.push_back({{slot, elem, h->spare}, h->rows});
+      }
     }
     return false;
   });
@@ -352,6 +392,24 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   if (!how || *how == PaddedOperands::FullReduction) return false;
   const PaddedOperands kind = *how;
   if (op.schema().is_mutable() && kind != PaddedOperands::Scatter) return false;
+  // Shifted operands join a call whose padded operands share their length and capacity, as
+  // copies that start at row 0 (the call's own stack holds the copies; the caller's tensors are
+  // unchanged).
+  if (!shifted.empty() && !op.schema().is_mutable()) {
+    const Spare& lead = padded[0].spare;
+    for (const auto& [p, rows] : shifted) {
+      if (p.spare.length != lead.length || p.spare.capacity != lead.capacity) return false;
+    }
+    for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
+      for (const auto& [p, rows] : shifted) {
+        if (p.slot != slot || p.elem != elem) continue;
+        t = realigned(t, Shifted{p.spare, rows});
+        padded.push_back(p);
+        return true;
+      }
+      return false;
+    });
+  }
   // One length and capacity for the call (q and k of one attention); others take the exact path.
   for (const Padded& p : padded) {
     if (p.spare.length != padded[0].spare.length || p.spare.capacity != padded[0].spare.capacity) return false;
