@@ -249,7 +249,7 @@ bool refused(const std::string& name, const torch::jit::Stack& stack, size_t fir
 // a causal LM's loss (Transformers pads the labels by one ignored row, then drops the first). It
 // is not a padded prefix (those start at row 0), so the loss took the exact path, and so did
 // every op of the backward after it. `realigned` copies its rows k.. of the bucket to the front
-// of a fresh bucket: a padded prefix of the same length, the copy keyed on the capacity and k.
+// of a fresh bucket: a padded prefix of the same length, the copy keyed on the capacity.
 struct Shifted {
   Spare spare;
   int64_t rows;  // k
@@ -272,12 +272,20 @@ std::optional<Shifted> shifted_rows(const at::Tensor& t) {
 
 at::Tensor realigned(const at::Tensor& t, const Shifted& shifted) {
   const Spare& s = shifted.spare;
+  const int64_t stride = storage_buffer(t).padded_stride;
   std::vector<int64_t> sizes = t.sizes().vec();
-  sizes[s.dim] = s.capacity - shifted.rows;
-  at::Tensor tail = t.as_strided(sizes, t.strides(), t.storage_offset());
-  std::vector<int64_t> pad(2 * t.dim(), 0);  // constant_pad_nd: pairs from the last dim back
-  pad[2 * (t.dim() - 1 - s.dim) + 1] = shifted.rows;
-  return as_padded_prefix(at::constant_pad_nd(tail, pad, 0), s.dim, s.length);
+  sizes[s.dim] = s.capacity;
+  at::Tensor whole = t.as_strided(sizes, t.strides(), t.storage_offset() - shifted.rows * stride);
+  // Rows k, k + 1, ... first, gathered by (arange(C) + k) % C: k is a runtime scalar of the
+  // index, so the copy is keyed on the capacity alone (a view at row L - 1 of every prompt
+  // would otherwise build one per length).
+  at::Tensor index;
+  {
+    EngineArange engine;
+    index = at::arange(s.capacity, t.options().dtype(at::kLong));
+  }
+  index = at::remainder(index + shifted.rows, s.capacity);
+  return as_padded_prefix(at::index_select(whole, s.dim, index), s.dim, s.length);
 }
 
 }  // namespace
@@ -479,7 +487,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   try {
     RuntimeSizeScope scope(std::move(sizes));
     run_lowered(op, stack);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {
     // The rule refused the capacities (operands that only agree at the true sizes, which the
     // meta kernel does not check) or the compiler's dynamic padder refused the module: calls like
     // this one keep the exact path from now on, and this call takes it too (its own errors are
