@@ -89,11 +89,13 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   at::Tensor valid = rows_below(*capacity, length, 3, 4, key);
   // The mask gives the spare keys' scores -inf, so their weights are exactly 0; but a spare row
   // of values holds anything (NaN from an op over a prompt's bucket), and 0 * NaN is NaN in every
-  // true row: the values' spare rows become zeros.
-  at::Tensor values = at::where(rows_below(*capacity, length, 2, 4, value), whole_capacity(value, 2, *capacity),
-                                at::scalar_tensor(0, value.options()));
+  // true row: the values' spare rows become zeros (only on the paths taken).
+  auto values = [&] {
+    return at::where(rows_below(*capacity, length, 2, 4, value), whole_capacity(value, 2, *capacity),
+                     at::scalar_tensor(0, value.options()));
+  };
   if (!mask.has_value() || !mask->defined()) {
-    return std::make_tuple(whole_capacity(key, 2, *capacity), values, valid);
+    return std::make_tuple(whole_capacity(key, 2, *capacity), values(), valid);
   }
   auto with_valid_keys = [&](const at::Tensor& whole) {
     return mask->scalar_type() == at::kBool
@@ -103,7 +105,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   if (mask->dim() != 4) return std::nullopt;
   std::optional<Spare> grows = spare_rows(*mask);
   if (grows && grows->dim == 3 && grows->capacity == *capacity && grows->length == length) {
-    return std::make_tuple(whole_capacity(key, 2, *capacity), values, with_valid_keys(whole_capacity(*mask, 3, *capacity)));
+    return std::make_tuple(whole_capacity(key, 2, *capacity), values(), with_valid_keys(whole_capacity(*mask, 3, *capacity)));
   }
   // A prompt's [L, L] mask (a sliding window, a padded batch) over queries of the same bucket:
   // the mask's query rows stay padded like the query's, so the call runs over the bucket.
@@ -112,7 +114,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   if (square && square->dim == 2 && square->dim2 == 3 && square->capacity == *capacity && square->length == length &&
       queries && queries->dim == 2 && queries->capacity == *capacity && queries->length == length) {
     at::Tensor rows = as_padded_prefix(with_valid_keys(whole_square(*mask, *square)), 2, length);
-    return std::make_tuple(whole_capacity(key, 2, *capacity), values, rows);
+    return std::make_tuple(whole_capacity(key, 2, *capacity), values(), rows);
   }
   return std::nullopt;
 }

@@ -379,16 +379,11 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
   std::vector<Padded> padded;
-  std::vector<std::pair<Padded, int64_t>> shifted;  // operands that start at row k of a bucket, and k
   bool any_growable = false;
   for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
     if (t.is_privateuseone() && storage_buffer(t).growable) {
       any_growable = true;
-      if (std::optional<Spare> s = spare_rows(t)) {
-        padded.push_back({slot, elem, *s});
-      } else if (std::optional<Shifted> h = shifted_rows(t)) {
-        shifted.push_back({{slot, elem, h->spare}, h->rows});
-      }
+      if (std::optional<Spare> s = spare_rows(t)) padded.push_back({slot, elem, *s});
     }
     return false;
   });
@@ -403,7 +398,18 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   // Shifted operands join a call whose padded operands share their length and capacity, as
   // copies that start at row 0 (the call's own stack holds the copies; the caller's tensors are
   // unchanged).
-  if (!shifted.empty() && !op.schema().is_mutable()) {
+  std::vector<std::pair<Padded, int64_t>> shifted;  // operands that start at row k of a bucket, and k
+  if (!op.schema().is_mutable()) {
+    for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
+      if (!t.is_privateuseone() || !storage_buffer(t).growable) return false;
+      for (const Padded& p : padded) {
+        if (p.slot == slot && p.elem == elem) return false;
+      }
+      if (std::optional<Shifted> h = shifted_rows(t)) shifted.push_back({{slot, elem, h->spare}, h->rows});
+      return false;
+    });
+  }
+  if (!shifted.empty()) {
     const Spare& lead = padded[0].spare;
     for (const auto& [p, rows] : shifted) {
       if (p.spare.length != lead.length || p.spare.capacity != lead.capacity) return false;
