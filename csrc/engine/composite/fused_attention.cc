@@ -87,15 +87,18 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   int64_t length = key.size(2);
   // arange(C) < length: the length is a runtime scalar of the comparison.
   at::Tensor valid = rows_below(*capacity, length, 3, 4, key);
-  // The mask gives the spare keys' scores -inf, so their weights are exactly 0; but a spare row
-  // of values holds anything (NaN from an op over a prompt's bucket), and 0 * NaN is NaN in every
-  // true row: the values' spare rows become zeros (only on the paths taken).
-  auto values = [&] {
-    return at::where(rows_below(*capacity, length, 2, 4, value), whole_capacity(value, 2, *capacity),
-                     at::scalar_tensor(0, value.options()));
+  // The mask gives the spare keys' scores -inf, so their weights are exactly 0; but spare rows
+  // hold anything (NaN from an op over a prompt's bucket): a NaN key's score plus an additive
+  // mask's -inf is NaN, 0 * a NaN value is NaN in every true row, and so is the backward's
+  // 0 * NaN key. The spare rows of both become zeros (one select each, only on the paths taken).
+  auto zero_spare = [&](const at::Tensor& t) {
+    return at::where(rows_below(*capacity, length, 2, 4, t), whole_capacity(t, 2, *capacity),
+                     at::scalar_tensor(0, t.options()));
   };
+  auto keys = [&] { return zero_spare(key); };
+  auto values = [&] { return zero_spare(value); };
   if (!mask.has_value() || !mask->defined()) {
-    return std::make_tuple(whole_capacity(key, 2, *capacity), values(), valid);
+    return std::make_tuple(keys(), values(), valid);
   }
   auto with_valid_keys = [&](const at::Tensor& whole) {
     return mask->scalar_type() == at::kBool
@@ -105,7 +108,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   if (mask->dim() != 4) return std::nullopt;
   std::optional<Spare> grows = spare_rows(*mask);
   if (grows && grows->dim == 3 && grows->capacity == *capacity && grows->length == length) {
-    return std::make_tuple(whole_capacity(key, 2, *capacity), values(), with_valid_keys(whole_capacity(*mask, 3, *capacity)));
+    return std::make_tuple(keys(), values(), with_valid_keys(whole_capacity(*mask, 3, *capacity)));
   }
   // A prompt's [L, L] mask (a sliding window, a padded batch) over queries of the same bucket:
   // the mask's query rows stay padded like the query's, so the call runs over the bucket.
@@ -114,7 +117,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   if (square && square->dim == 2 && square->dim2 == 3 && square->capacity == *capacity && square->length == length &&
       queries && queries->dim == 2 && queries->capacity == *capacity && queries->length == length) {
     at::Tensor rows = as_padded_prefix(with_valid_keys(whole_square(*mask, *square)), 2, length);
-    return std::make_tuple(whole_capacity(key, 2, *capacity), values(), rows);
+    return std::make_tuple(keys(), values(), rows);
   }
   return std::nullopt;
 }
@@ -158,6 +161,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   TORCH_CHECK(!grad_input_mask[3], "scaled_dot_product_attention on tpu: no gradient for attn_mask on the fused path");
   std::optional<at::Tensor> mask;
   if (attn_bias.defined()) mask = attn_bias;
+  // Over the capacity as the forward ran (a prompt's square mask, a grown cache): the gradients
+  // of the keys and values are the first rows of the whole capacity's.
+  const bool real = plain_tpu_tensor(query) && plain_tpu_tensor(key) && plain_tpu_tensor(value);
+  if (auto padded = growing_dims_enabled() && real ? over_capacity(query, key, value, mask) : std::nullopt) {
+    auto [k, v, m] = *padded;
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, k, v, out, logsumexp,
+                                                                                dropout_p, is_causal, m, scale);
+    const int64_t rows = key.size(2);
+    return {dq, as_padded_prefix(dk, 2, rows), as_padded_prefix(dv, 2, rows), at::Tensor()};
+  }
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, mask, scale);
   return {dq, dk, dv, at::Tensor()};

@@ -342,6 +342,22 @@ bool clone_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_
   stack->back() = as_padded_square(stack->back().toTensor(), square->dim, square->dim2, square->length);
   return true;
 }
+
+// `labels[..., 1:].contiguous()` of a batch of several (the shifted labels: a batch of one is
+// contiguous already): rows k.. of the bucket copied to the front of a fresh one, a padded prefix
+// like every contiguous copy of one (above), so the loss that takes it runs over the bucket.
+bool clone_shifted(torch::jit::Stack* stack, size_t first) {
+  const c10::IValue& format = (*stack)[first + 1];
+  if (format.isNone() || format.toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return false;
+  const at::Tensor self = (*stack)[first].toTensor();
+  std::optional<Shifted> shifted = shifted_rows(self);
+  if (!shifted) return false;
+  at::Tensor copy = realigned(self, *shifted);
+  stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+  stack->emplace_back(std::move(copy));
+  return true;
+}
+
 // Whether the call runs over the capacity, and which result dims carry the padding, from
 // PyTorch's meta kernel at the true sizes and at the capacity.
 Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t first,
@@ -388,7 +404,8 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     return false;
   });
   if (padded.empty()) {  // the common case: decided before the op's name is built
-    return any_growable && op.schema().name() == "aten::clone" && clone_square(op, stack, first);
+    if (!any_growable || op.schema().name() != "aten::clone") return false;
+    return clone_square(op, stack, first) || clone_shifted(stack, first);
   }
   const std::string name = full_name(op.operator_name());
   std::optional<PaddedOperands> how = padded_operands_of(op.operator_name().name.substr(6), op.operator_name().overload_name);

@@ -113,6 +113,16 @@ bool convolution_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack*
 // growing_copy.cc: copy_ of a padded prefix into one of the same bucket; false: not handled.
 bool copy_over_capacity(const at::Tensor& dst, const at::Tensor& src);
 
+// growing_reshape.cc: padded prefix `self` (spare rows `s`) copied into the layout of `shape` in
+// the same bucket, where one dim of `shape` carries the bucket (the padded dim merged with the
+// dims before it, or split back): the whole bucket in that layout (that dim widened to its
+// capacity, the true elements of each block first), the dim, and its true extent.
+struct BucketLayout {
+  at::Tensor whole;
+  int64_t dim, length;
+};
+std::optional<BucketLayout> relayout_in_bucket(const at::Tensor& self, const Spare& s, c10::IntArrayRef shape);
+
 // bucketed_ops.cc: the op's rule over every padded operand's whole capacity, the length a
 // runtime size that XLA masks with; for the rules that declare how they take padded operands
 // (lowering::PaddedOperands, beside each rule).

@@ -15,8 +15,10 @@
 // its padded dims merge and split as views.
 //
 // reshape is a CompositeImplicitAutograd op, so it is registered at AutogradPrivateUse1 (and at
-// PrivateUse1 for torch.inference_mode()); with autograd recording, or for tensors that are not
-// plain tpu tensors, it runs PyTorch's own composite.
+// PrivateUse1 for torch.inference_mode()). With autograd recording, a reshape that is a view
+// stays PyTorch's (an autograd view), and one that copies records its own node whose backward is
+// the inverse copy (the gradient's reshape back, over the bucket when the gradient is a padded
+// prefix). Tensors that are not plain tpu tensors run PyTorch's own composite.
 #include <ATen/ATen.h>
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
@@ -24,6 +26,7 @@
 #include <ATen/ops/reshape_native.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/accumulate.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <numeric>
@@ -99,43 +102,89 @@ std::optional<std::pair<int64_t, int64_t>> bucket_dim_of(c10::IntArrayRef from, 
   return std::nullopt;
 }
 
-// The reshape as a padded prefix of the same bucket, or nullopt for PyTorch's reshape.
-std::optional<at::Tensor> reshape_in_bucket(const at::Tensor& self, c10::IntArrayRef size) {
-  if (!bucketing_enabled() || !plain_tpu_tensor(self)) return std::nullopt;
-  if (c10::GradMode::is_enabled() && self.requires_grad()) return std::nullopt;
-  std::optional<Spare> s = spare_rows(self);
-  if (!s || s->length < 2) return std::nullopt;
-  at::DimVector shape = at::infer_size_dv(size, self.numel());
-  if (c10::IntArrayRef(shape) == self.sizes()) return std::nullopt;
-  // PyTorch's reshape when it is a view: kept where it shows the bucket, or where no dim would.
-  std::optional<at::Tensor> view;
-  if (at::detail::computeStride(self.sizes(), self.strides(), shape)) view = self.view(shape);
-  if (view && spare_rows(*view)) return view;
-  std::optional<std::pair<int64_t, int64_t>> target = bucket_dim_of(self.sizes(), *s, shape);
-  if (!target) return view;
+}  // namespace
+
+std::optional<BucketLayout> relayout_in_bucket(const at::Tensor& self, const Spare& s, c10::IntArrayRef shape) {
+  std::optional<std::pair<int64_t, int64_t>> target = bucket_dim_of(self.sizes(), s, shape);
+  if (!target) return std::nullopt;
   auto [dim, capacity] = *target;
   // Not a view (as PyTorch's reshape copy is not): below ADInplaceOrView the result owns its
   // storage, so a later view() that needs a dense layout may move it (growing_view.cc).
   at::AutoDispatchBelowADInplaceOrView below_views;
-  at::Tensor whole = whole_capacity(self, s->dim, s->capacity);
+  at::Tensor whole = whole_capacity(self, s.dim, s.capacity);
   if (!whole.is_contiguous()) {
     // A permuted bucket ([B, h, L, d] transposed to [B, L, h, d]): its copy is row-major in the
     // same bucket (bucketed_ops.cc), as PyTorch's reshape would copy it first.
     at::Tensor copy = self.clone(at::MemoryFormat::Contiguous);
     std::optional<Spare> c = spare_rows(copy);
-    if (!c || c->dim != s->dim || c->capacity != s->capacity) return std::nullopt;
+    if (!c || c->dim != s.dim || c->capacity != s.capacity) return std::nullopt;
     whole = whole_capacity(copy, c->dim, c->capacity);
     if (!whole.is_contiguous()) return std::nullopt;
   }
-  at::Tensor flat = relayout(whole, blocks_of(self.sizes(), s->dim, s->capacity), blocks_of(shape, dim, capacity));
-  at::DimVector whole_shape = shape;
+  at::Tensor flat = relayout(whole, blocks_of(self.sizes(), s.dim, s.capacity), blocks_of(shape, dim, capacity));
+  at::DimVector whole_shape(shape.begin(), shape.end());
   whole_shape[dim] = capacity;
-  return as_padded_prefix(flat.view(whole_shape), dim, shape[dim]);
+  return BucketLayout{flat.view(whole_shape), dim, shape[dim]};
+}
+
+namespace {
+
+// The reshape as a padded prefix of the same bucket, or nullopt for PyTorch's reshape.
+std::optional<at::Tensor> reshape_in_bucket(const at::Tensor& self, c10::IntArrayRef size) {
+  if (!bucketing_enabled() || !plain_tpu_tensor(self)) return std::nullopt;
+  std::optional<Spare> s = spare_rows(self);
+  if (!s || s->length < 2) return std::nullopt;
+  at::DimVector shape = at::infer_size_dv(size, self.numel());
+  if (c10::IntArrayRef(shape) == self.sizes()) return std::nullopt;
+  // PyTorch's reshape when it is a view: kept where it shows the bucket the copy would (a
+  // gradient [B * L, V] of [B * C, V] rows back to [B, L, V] is a view, of no bucket of L), or
+  // where no dim would show one.
+  std::optional<at::Tensor> view;
+  if (at::detail::computeStride(self.sizes(), self.strides(), shape)) view = self.view(shape);
+  std::optional<std::pair<int64_t, int64_t>> target = bucket_dim_of(self.sizes(), *s, shape);
+  if (view) {
+    std::optional<Spare> v = spare_rows(*view);
+    if (!target || (v && v->dim == target->first && v->capacity == target->second)) return view;
+  }
+  if (!target) return std::nullopt;
+  std::optional<BucketLayout> layout = relayout_in_bucket(self, *s, shape);
+  if (!layout) return view;
+  at::AutoDispatchBelowADInplaceOrView below_views;  // not a view of the layout (as above)
+  return as_padded_prefix(layout->whole, layout->dim, layout->length);
+}
+
+// A copying reshape in the bucket, recorded for autograd as one node.
+struct CopyInBucket : public torch::autograd::Function<CopyInBucket> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, c10::IntArrayRef shape) {
+    ctx->saved_data["sizes"] = self.sizes().vec();
+    return *reshape_in_bucket(self, shape);  // autograd is off here
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    // Without a double backward this reaches reshape() below again: over the bucket where it can.
+    return {grads[0].reshape(ctx->saved_data["sizes"].toIntVector()), at::Tensor()};
+  }
+};
+
+// Whether reshape_in_bucket copies (rather than returns a view, or nothing).
+bool copies_in_bucket(const at::Tensor& self, c10::IntArrayRef size) {
+  if (!bucketing_enabled() || !plain_tpu_tensor(self)) return false;
+  std::optional<Spare> s = spare_rows(self);
+  if (!s || s->length < 2) return false;
+  at::DimVector shape = at::infer_size_dv(size, self.numel());
+  if (c10::IntArrayRef(shape) == self.sizes()) return false;
+  if (at::detail::computeStride(self.sizes(), self.strides(), shape)) return false;
+  return bucket_dim_of(self.sizes(), *s, shape).has_value();
 }
 
 at::Tensor reshape(const at::Tensor& self, c10::SymIntArrayRef shape) {
   if (std::optional<c10::IntArrayRef> sizes = c10::asIntArrayRefSlowOpt(shape)) {
-    if (std::optional<at::Tensor> r = reshape_in_bucket(self, *sizes)) return *r;
+    if (c10::GradMode::is_enabled() && self.requires_grad()) {
+      if (copies_in_bucket(self, *sizes)) return CopyInBucket::apply(self, *sizes);
+    } else if (std::optional<at::Tensor> r = reshape_in_bucket(self, *sizes)) {
+      return *r;
+    }
   }
   return at::native::reshape_symint(self, shape);
 }

@@ -12,6 +12,7 @@
 #include <ATen/ops/_unsafe_view_native.h>
 #include <ATen/ops/slice_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include "engine/device/storage.h"
@@ -25,12 +26,14 @@ bool viewable(const at::Tensor& self, c10::IntArrayRef size) {
   return at::detail::computeStride(self.sizes(), self.strides(), shape).has_value();
 }
 
+bool owns_growable_storage(const at::Tensor& self) {
+  return self.is_privateuseone() && storage_buffer(self).growable && self.storage_offset() == 0 &&
+         self.storage().use_count() == 1 && self.unsafeGetTensorImpl()->allow_tensor_metadata_change();
+}
+
 void make_dense_if_growing(const at::Tensor& self) {
+  if (!owns_growable_storage(self)) return;
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  if (!self.is_privateuseone() || !storage_buffer(self).growable || self.storage_offset() != 0 ||
-      self.storage().use_count() != 1 || !impl->allow_tensor_metadata_change()) {
-    return;
-  }
   // A copy into a dense tensor, not clone: clone(contiguous) of a square mask or a repeat keeps
   // its spare rows (bucketed_ops.cc).
   at::Tensor dense = at::empty(self.sizes(), self.options()).copy_(self);
@@ -38,8 +41,29 @@ void make_dense_if_growing(const at::Tensor& self) {
   impl->set_sizes_and_strides(self.sizes(), dense.strides());
 }
 
+// Moves `self` into the bucket's layout for `size` when that layout's true elements are its
+// front (the padded dim merged with every dim before it); false: not moved.
+bool move_into_merged_layout(const at::Tensor& self, c10::IntArrayRef size) {
+  if (!bucketing_enabled() || !owns_growable_storage(self)) return false;
+  std::optional<Spare> s = spare_rows(self);
+  if (!s || s->dim2 >= 0 || s->length < 2) return false;
+  at::DimVector shape = at::infer_size_dv(size, self.numel());
+  std::optional<BucketLayout> layout = relayout_in_bucket(self, *s, shape);
+  if (!layout) return false;
+  for (int64_t d = 0; d < layout->dim; ++d) {
+    if (shape[d] != 1) return false;  // the true elements are in blocks, not at the front
+  }
+  at::Tensor whole = layout->whole;
+  as_padded_prefix(whole, layout->dim, layout->length);  // marks the storage's padded rows
+  std::vector<int64_t> sizes = self.sizes().vec();
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(whole.storage());
+  impl->set_sizes_and_strides(sizes, c10::contiguous_strides(sizes));
+  return true;
+}
+
 at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
-  if (!viewable(self, size)) make_dense_if_growing(self);
+  if (!viewable(self, size) && !move_into_merged_layout(self, size)) make_dense_if_growing(self);
   return at::native::view(self, size);
 }
 

@@ -1,0 +1,140 @@
+"""Training a batch of several sequences over a bucket (docs/bucketing.md): the recorded product of
+a padded batch by a matrix (growing_matmul.cc), the recorded copying reshape (growing_reshape.cc),
+the loss's flattened logits and labels in the bucket's merged layout (growing_view.cc,
+bucketed_ops.cc) and attention's backward under a padded batch's square mask
+(fused_attention.cc). Loss and gradients must be the CPU's with NaN in the spare rows; a new
+length in a warm bucket compiles (almost) nothing."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import DEV, executables_built
+from test_bucketing import is_padded
+
+VOCAB, WIDTH = 256, 16
+
+
+def left_padded_batch(length, seed):
+    """[3, length] ids in [8, VOCAB) and the attention mask of a left-padded batch: rows 1 and 2
+    start with pad tokens (id 1, mask 0)."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(8, VOCAB, (3, length), generator=gen)
+    mask = torch.ones_like(ids)
+    for row, pad in ((1, length // 3), (2, length - 1)):
+        ids[row, :pad] = 1
+        mask[row, :pad] = 0
+    return ids, mask
+
+
+def weights(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    table = torch.randn(VOCAB, WIDTH, generator=gen)
+    table[0] = float("nan")  # the spare rows' id (uploads pad with 0): every spare row is NaN
+    return table, torch.randn(WIDTH, WIDTH, generator=gen) * 0.3, torch.randn(WIDTH, VOCAB, generator=gen) * 0.1
+
+
+def training_step(ids, mask, table, w_in, w_out):
+    """A causal LM's step in miniature, batched as Transformers runs it: embedding, a projection,
+    a half swap, attention under a causal and padding mask (each query keeps its own key, so no
+    row is wholly masked), heads merged by reshape, logits, and the shifted-label loss over the
+    flattened logits. Returns the loss and the three weights' gradients."""
+    params = [p.to(ids.device, copy=True).requires_grad_() for p in (table, w_in, w_out)]
+    table, w_in, w_out = params
+    batch, length = ids.shape
+    x = F.embedding(ids, table)
+    q = (x @ w_in).view(batch, length, 2, 8).transpose(1, 2)
+    k = torch.cat([-q[..., 4:], q[..., :4]], -1)
+    pos = torch.arange(length, device=ids.device)
+    causal = pos[None, :] <= pos[:, None]
+    keep = causal[None, None] & (mask.bool()[:, None, None, :] | (pos[None, :] == pos[:, None])[None, None])
+    a = F.scaled_dot_product_attention(q, k, q + 1, attn_mask=keep).transpose(1, 2).reshape(batch, length, WIDTH)
+    logits = (x + a) @ w_out
+    labels = ids.masked_fill(mask == 0, -100)
+    shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+    loss = F.cross_entropy(logits.float().view(-1, VOCAB), shifted.view(-1))
+    loss.backward()
+    return [loss.detach()] + [p.grad for p in params]
+
+
+def check_step(length):
+    ids, mask = left_padded_batch(length, seed=length)
+    got = training_step(ids.to(DEV), mask.to(DEV), *weights())
+    want = training_step(ids, mask, *weights())
+    for name, g, w in zip(("loss", "table grad", "w_in grad", "w_out grad"), got, want):
+        torch.testing.assert_close(g.cpu(), w, msg=lambda m: f"length {length}, {name}: {m}")
+
+
+@pytest.mark.parametrize("length", [2, 3, 127, 129, 200])
+def test_a_batched_training_step_over_a_bucket_matches_cpu(length):
+    check_step(length)
+
+
+def test_a_batched_training_step_at_a_new_length_compiles_nothing_in_a_warm_bucket():
+    check_step(40)
+    check_step(50)
+    built = executables_built()
+    for length in (41, 77, 127):
+        check_step(length)
+    # 30-45 per length while the projections and the loss left the bucket under autograd
+    assert executables_built() - built == 0
+
+
+def test_the_recorded_product_of_a_padded_batch_stays_in_the_bucket():
+    """x @ w with autograd recording: the result and x's gradient are padded prefixes of the
+    bucket; w's gradient sums the true rows only (the spare rows of x are NaN). In float64: the
+    sum over 111 rows of squares is summed in another order than the CPU's."""
+    table, w_in, _ = (w.double() for w in weights())
+    ids, _ = left_padded_batch(37, seed=1)
+    x_cpu = F.embedding(ids, table).requires_grad_()
+    x_dev = F.embedding(ids.to(DEV), table.to(DEV)).requires_grad_()
+    assert is_padded(x_dev)
+    w_cpu, w_dev = w_in.clone().requires_grad_(), w_in.to(DEV).requires_grad_()
+    y_dev = x_dev @ w_dev
+    assert is_padded(y_dev)
+    grads = {}
+
+    def note_padded(g):
+        grads["x"] = is_padded(g)
+
+    x_dev.register_hook(note_padded)
+    # A gradient padded like the result (a loss's over the bucket; a sum's would be an expanded
+    # scalar, which is not).
+    y_cpu = x_cpu @ w_cpu
+    y_cpu.backward(y_cpu.detach().cos())
+    y_dev.backward(y_dev.detach().cos())
+    torch.testing.assert_close(x_dev.grad.cpu(), x_cpu.grad)
+    torch.testing.assert_close(w_dev.grad.cpu(), w_cpu.grad)
+    assert grads["x"]
+
+
+def test_a_double_backward_through_the_recorded_product_matches_cpu():
+    """create_graph=True: the backward records through PyTorch's own ops, the second-order
+    gradient is the CPU's (float64, as above)."""
+    table, w_in, _ = (w.double() for w in weights())
+    ids, _ = left_padded_batch(20, seed=2)
+    results = []
+    for device in ("cpu", DEV):
+        x = F.embedding(ids.to(device), table.to(device))
+        w = w_in.to(device, copy=True).requires_grad_()
+        (g,) = torch.autograd.grad((x @ w).square().sum(), w, create_graph=True)
+        (gg,) = torch.autograd.grad(g.square().sum(), w)
+        results.append((g.detach().cpu(), gg.cpu()))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    torch.testing.assert_close(results[1][1], results[0][1])
+
+
+def test_the_flattened_logits_view_keeps_the_bucket_and_the_cpus_values():
+    """view(-1, V) of a padded batch [B, L, V]: a padded prefix of [B * C, V] rows, its values
+    the CPU's; the tensor itself still reads as the CPU's, and reshaping back is [B, L, V] of
+    the first layout."""
+    table, _, w_out = weights()
+    ids, _ = left_padded_batch(45, seed=3)
+    logits_cpu = F.embedding(ids, table) @ w_out
+    logits = F.embedding(ids.to(DEV), table.to(DEV)) @ w_out.to(DEV)
+    flat = logits.view(-1, VOCAB)
+    assert is_padded(flat) and flat.shape == (3 * 45, VOCAB)
+    torch.testing.assert_close(flat.cpu(), logits_cpu.view(-1, VOCAB))
+    torch.testing.assert_close(logits.cpu(), logits_cpu)
+    back = (flat * 2).reshape(3, 45, VOCAB)
+    assert is_padded(back)
+    torch.testing.assert_close(back.cpu(), logits_cpu * 2)
