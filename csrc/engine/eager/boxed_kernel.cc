@@ -167,6 +167,9 @@ OverCapacityFn growth_path(const c10::OperatorName& name, const std::string& rul
   if (!has_adapter && handle && takes_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
     return &pointwise_over_capacity;
   }
+  if (!has_adapter && handle && takes_inplace_pointwise_growth(handle->schema(), handle->hasTag(at::Tag::pointwise))) {
+    return &inplace_pointwise_over_capacity;
+  }
   std::optional<lowering::PaddedOperands> how = lowering::padded_operands(rule);
   if (!how) return nullptr;
   if (*how != lowering::PaddedOperands::FullReduction) return &runs_over_capacity;

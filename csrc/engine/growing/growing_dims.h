@@ -167,6 +167,13 @@ bool bucketing_enabled();
 // Whether pointwise_over_capacity may take calls of `op`: functional pointwise ops with one
 // tensor result, no generator, no memory format (clone's copy is its own rule's: bucketed_ops.cc).
 bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag);
+// The same for in-place pointwise ops that write self only (add_, mul_): their path over the
+// capacity (inplace_pointwise_over_capacity, growing_pointwise.cc) runs only while self is the
+// one tensor of its storage.
+bool takes_inplace_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag);
+bool inplace_pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The arguments' side of both: one tensor result, no generator, memory format or list argument.
+bool takes_pointwise_arguments(const c10::FunctionSchema& schema);
 
 // A dense tpu tensor with a storage of ours: not a fake, functional or functorch wrapper, not
 // sparse, no conj/neg bit (kernels registered above the Python key, such as matmul and reshape at

@@ -24,7 +24,23 @@
 namespace tpu::engine {
 
 bool takes_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag) {
-  if (!pointwise_tag || schema.is_mutable() || schema.returns().size() != 1 ||
+  return pointwise_tag && !schema.is_mutable() && takes_pointwise_arguments(schema);
+}
+
+bool takes_inplace_pointwise_growth(const c10::FunctionSchema& schema, bool pointwise_tag) {
+  const std::string& name = schema.name();
+  if (!pointwise_tag || name.empty() || name.back() != '_' || schema.arguments().empty()) return false;
+  const c10::AliasInfo* self = schema.arguments()[0].alias_info();
+  if (self == nullptr || !self->isWrite()) return false;
+  // Only self is written (not an out= or a second written argument).
+  for (size_t a = 1; a < schema.arguments().size(); ++a) {
+    if (schema.arguments()[a].alias_info() != nullptr && schema.arguments()[a].alias_info()->isWrite()) return false;
+  }
+  return takes_pointwise_arguments(schema);
+}
+
+bool takes_pointwise_arguments(const c10::FunctionSchema& schema) {
+  if (schema.returns().size() != 1 ||
       schema.returns()[0].type()->kind() != c10::TypeKind::TensorType) {
     return false;
   }
@@ -81,6 +97,39 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
                         op.schema().name(), " over capacity: result ", result.sizes());
   stack->back() = grows->dim2 >= 0 ? as_padded_square(result, grows->dim, grows->dim2, grows->length)
                                    : as_padded_prefix(result, grows->dim, grows->length);
+  return true;
+}
+
+// In-place pointwise ops on a padded prefix that is the only tensor of its storage (autograd's
+// in-place sum of two gradients of one tensor, x.add_(y)): the op over the whole capacity, which
+// writes the spare rows too. Another tensor of the same storage (a slice of a longer prefix, a
+// view from row k) may hold true rows there, so shared storages keep the exact path.
+bool inplace_pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!growing_dims_enabled()) return false;
+  size_t num_args = op.schema().arguments().size();
+  size_t first = stack->size() - num_args;
+  if (!(*stack)[first].isTensor()) return false;
+  const at::Tensor self = (*stack)[first].toTensor();
+  if (!self.defined() || !self.is_privateuseone() || !storage_buffer(self).growable) return false;
+  // The stack's IValue and `self` share one TensorImpl: one reference to the storage.
+  if (self.storage().use_count() != 1) return false;
+  std::optional<Spare> own = spare_rows(self);
+  if (!own) return false;
+  std::vector<at::Tensor> operands;
+  for (size_t i = first; i < stack->size(); ++i) {
+    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) operands.push_back((*stack)[i].toTensor());
+  }
+  std::optional<Spare> grows = shared_growth(operands, self.dim());
+  if (!grows || grows->dim != own->dim) return false;
+  const c10::OperatorName& name = op.operator_name();
+  if (lowering::checks_values(lowering::rule_for(name.name.substr(6), name.overload_name))) return false;
+  for (size_t i = first; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    if (std::optional<Spare> g = spare_rows(v.toTensor())) v = whole_capacity(v.toTensor(), g->dim, g->capacity);
+  }
+  run_lowered(op, stack);
+  stack->back() = self;
   return true;
 }
 
