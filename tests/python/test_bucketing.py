@@ -173,9 +173,43 @@ def test_matmul_of_a_padded_batch_compiles_nothing_in_a_warm_bucket():
     assert executables_built() == built
 
 
-def test_matmul_of_a_padded_batch_that_records_autograd_takes_pytorchs_path():
-    """With autograd recording, matmul is PyTorch's own composite (fold and mm): the same
-    values and gradients as the CPU."""
+@pytest.mark.parametrize("length", [2, 3, 64, 127, 129, 200])
+def test_in_place_pointwise_ops_on_a_padded_prefix_run_over_the_bucket(length):
+    """add_, mul_ and clamp_ of a padded prefix that owns its storage write the whole bucket and
+    keep it; one that shares its storage (a slice: another tensor's rows may lie in its spare rows)
+    takes the exact path and leaves the other tensor's rows alone."""
+    for ids in (ids_of(length, neighbours=True, seed=length), batch_of_ids(length, seed=length)):
+        dev_ids = ids.to(DEV)
+        got, want = values_of(dev_ids), values_of(ids)
+        scale = torch.tensor([2.0, 3.0, 4.0, 5.0])
+        for t, other, s in ((got, values_of(dev_ids) * 2, scale.to(DEV)), (want, values_of(ids) * 2, scale)):
+            t.add_(other, alpha=0.5).mul_(s).clamp_(min=-1.0)
+        assert is_padded(got)
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+        shared = values_of(dev_ids)
+        neighbour = shared[..., 1:2]
+        before = neighbour.cpu()
+        shared[..., :1].add_(1.0)
+        torch.testing.assert_close(neighbour.cpu(), before, equal_nan=True)
+        torch.testing.assert_close(shared.cpu(), values_of(ids) + torch.tensor([1.0, 0, 0, 0]), equal_nan=True)
+
+
+def test_in_place_ops_on_a_padded_prefix_compile_nothing_in_a_warm_bucket():
+    def accumulate(ids):
+        x = values_of(ids)
+        return x.add_(values_of(ids) * 3)
+
+    accumulate(batch_of_ids(40).to(DEV)).cpu()
+    built = executables_built()
+    for length in (41, 77, 100):
+        ids = batch_of_ids(length, seed=length)
+        torch.testing.assert_close(accumulate(ids.to(DEV)).cpu(), accumulate(ids), equal_nan=True)
+    assert executables_built() == built
+
+
+def test_matmul_of_a_padded_batch_that_records_autograd_matches_cpu():
+    """With autograd recording, the product records its own node over the bucket
+    (test_bucketed_training.py): the same values and gradients as the CPU."""
     ids = batch_of_ids(37)
     w = torch.randn(4, 6, generator=torch.Generator().manual_seed(4))
     x_cpu = values_of(ids).nan_to_num(0.0, 1e4, -1e4).requires_grad_()

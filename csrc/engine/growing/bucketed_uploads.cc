@@ -77,6 +77,7 @@ size_t g_next = 0;
 }  // namespace
 
 void note_bucketed_length(const at::Tensor& t, int64_t length, int64_t capacity) {
+  forget_aranges();  // a new prompt: the earlier aranges' lengths meant something else
   std::lock_guard<std::mutex> lock(g_mu);
   g_lengths[g_next++ % g_lengths.size()] = {t.storage().getWeakStorageImpl(), length, capacity};
 }

@@ -108,6 +108,11 @@ bool index_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack
 bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool reduction_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool arange_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Clears the remembered aranges (whose lengths and layouts a repeated arange of one length
+// keeps, growing_pointwise.cc): a new prompt's upload starts a new sequence of lengths, and
+// an earlier step's arange(3) of a 3-token prompt must not bucket this step's arange(3) of
+// three batch indices.
+void forget_aranges();
 // growing_conv.cc: a convolution along the growing dim (a causal conv1d over a prompt).
 bool convolution_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // growing_copy.cc: copy_ of a padded prefix into one of the same bucket; false: not handled.

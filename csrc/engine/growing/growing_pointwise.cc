@@ -162,6 +162,15 @@ void note_arange(int64_t n, int64_t capacity) {
   g_aranges[g_arange_next++ % g_aranges.size()] = {n, capacity};
 }
 
+}  // namespace
+
+void forget_aranges() {
+  std::lock_guard<std::mutex> lock(g_arange_mu);
+  g_aranges.fill(ArangeCall{});
+  g_arange_next = 0;
+}
+
+namespace {
 // The latest remembered arange of length n: how many calls ago (1: the previous call; 0: none)
 // and its capacity.
 ArangeCall latest_arange(int64_t n, size_t* calls_ago) {
