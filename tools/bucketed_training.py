@@ -5,7 +5,8 @@
 A 2-layer tiny Llama (seeded weights) trains on `tpu` and on the CPU side by side, each step a
 batch padded to its own random length (20..200 tokens, as a collator that pads to the longest
 does): forward with labels (Transformers' causal-LM loss), backward, AdamW. Printed per step:
-the executables built, the step's seconds on `tpu` and both losses. docs/bucketing.md reads it:
+the executables built, the step's seconds on `tpu` and on the CPU (PyTorch eager), and both
+losses. docs/bucketing.md reads it:
 a new length in a warm bucket should build (almost) nothing. The `tpu` device here is whatever
 plugin is loaded (XLA:CPU without a TPU): its times say nothing about a TPU.
 """
@@ -38,13 +39,14 @@ def main():
     dev.to("tpu")
     optimizers = {m: torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (cpu, dev)}
     rng = random.Random(0)
-    print(f"{'step':>4} {'length':>6} {'bucket':>6} {'compiles':>8} {'tpu s':>7} {'tpu loss':>10} {'cpu loss':>10}")
+    print(f"{'step':>4} {'length':>6} {'bucket':>6} {'compiles':>8} {'tpu s':>7} {'cpu s':>7} {'tpu loss':>10} "
+          f"{'cpu loss':>10}")
     for step in range(args.steps):
         n = rng.randint(20, 200)
         ids = torch.randint(3, 512, (args.batch, n), generator=torch.Generator().manual_seed(step))
         mask = torch.ones_like(ids)
         mask[1:, : n // 3] = 0
-        losses = []
+        losses, seconds = [], {}
         for model, device in ((dev, "tpu"), (cpu, "cpu")):
             before, start = built(), time.perf_counter()
             out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=ids.to(device))
@@ -52,10 +54,11 @@ def main():
             optimizers[model].step()
             optimizers[model].zero_grad()
             losses.append(out.loss.item())
+            seconds[device] = time.perf_counter() - start
             if device == "tpu":
-                compiles, seconds = built() - before, time.perf_counter() - start
-        print(f"{step:>4} {n:>6} {torch_tpu._C._bucket_for(n):>6} {compiles:>8} {seconds:>7.2f} "
-              f"{losses[0]:>10.5f} {losses[1]:>10.5f}")
+                compiles = built() - before
+        print(f"{step:>4} {n:>6} {torch_tpu._C._bucket_for(n):>6} {compiles:>8} {seconds['tpu']:>7.2f} "
+              f"{seconds['cpu']:>7.2f} {losses[0]:>10.5f} {losses[1]:>10.5f}")
 
 
 if __name__ == "__main__":
