@@ -249,6 +249,7 @@ const Registrar registrar({
 // Layer norm divides by the normalized extent: exact while the padded dim is not normalized.
 const PaddedOperandsRegistrar padded_operands({
     {"native_layer_norm", PaddedOperands::KeepsDim},
+    {"native_layer_norm_backward", PaddedOperands::StatsKeepDim},
 });
 
 }  // namespace

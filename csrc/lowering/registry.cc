@@ -60,6 +60,7 @@ const char* padded_operands_name(PaddedOperands how) {
   switch (how) {
     case PaddedOperands::Exact: return "exact";
     case PaddedOperands::KeepsDim: return "keeps_dim";
+    case PaddedOperands::StatsKeepDim: return "stats_keep_dim";
     case PaddedOperands::IndicesOnly: return "indices_only";
     case PaddedOperands::Contiguous: return "contiguous";
     case PaddedOperands::Prefix: return "prefix";

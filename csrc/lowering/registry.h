@@ -105,6 +105,10 @@ std::string rule_for(const std::string& name, const std::string& overload);
 enum class PaddedOperands {
   Exact,          // exact under the padder wherever the padded dim goes
   KeepsDim,       // exact only while the padded dim survives in every result (divides by a count)
+  // A norm's backward: exact only while every operand of the input's rank is padded too (its
+  // saved statistics keep the padded dim, so the dim was not normalized: the rule divides by
+  // the normalized extent); its reductions over the padded dim (the weight's gradient) are sums.
+  StatsKeepDim,
   IndicesOnly,    // a gather: only its index operand may be padded
   Contiguous,     // clone(memory_format=contiguous): only where a padded prefix is contiguous
   // A prefix scan along the padded dim: exact over the capacity without a runtime size (a row

@@ -140,15 +140,20 @@ def test_the_flattened_logits_view_keeps_the_bucket_and_the_cpus_values():
     torch.testing.assert_close(back.cpu(), logits_cpu * 2)
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_fine_tuning_a_transformers_model_with_dynamic_padding_compiles_nothing_per_length(batch):
-    """Transformers' tiny Llama trained as a collator that pads each batch to its longest sequence
-    would (left padding, the model's own loss, AdamW): a new length in a warm bucket builds no
-    executable, losses equal the CPU's at every step. Before: 49 executables per length (batch of
-    one), ~88 (batches of several)."""
+@pytest.mark.parametrize("family,batch", [("llama", 1), ("llama", 3), ("gpt2", 1)])
+def test_fine_tuning_a_transformers_model_with_dynamic_padding_compiles_nothing_per_length(family, batch):
+    """Transformers' tiny models trained as a collator that pads each batch to its longest
+    sequence would (left padding, the model's own loss, AdamW): a new length in a warm bucket
+    builds no executable, losses equal the CPU's at every step. Before: Llama 49 executables per
+    length (batch of one), ~88 (batches of several); GPT-2 23 (its layer norms' backward). GPT-2
+    runs without dropout: the two devices' random streams differ."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    if family == "gpt2":
+        config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=512,
+                                         attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    else:
+        config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     torch.manual_seed(0)
     cpu = transformers.AutoModelForCausalLM.from_config(config)
     dev = transformers.AutoModelForCausalLM.from_config(config)
@@ -175,3 +180,24 @@ def test_fine_tuning_a_transformers_model_with_dynamic_padding_compiles_nothing_
     for length in (41, 77, 120):
         step(length)
     assert executables_built() - built == 0
+
+
+@pytest.mark.parametrize("length", [2, 3, 64, 127, 129, 200])
+def test_layer_norms_backward_over_a_bucket_matches_cpu(length):
+    """native_layer_norm_backward over a padded batch (the weight's and bias's gradients sum the
+    true rows only; NaN in the spare rows of input and gradient), and over a normalized padded
+    dim (its statistics are not padded: the exact path). In float64: the weight's gradient sums
+    up to 600 rows in another order than the CPU's."""
+    table = weights()[0][:, :12].double()
+    for ids in (left_padded_batch(length, seed=length)[0][:1], left_padded_batch(length, seed=length)[0]):
+        for normalized in ((12,), (length, 12)):
+            grads = []
+            for device in ("cpu", DEV):
+                x = F.embedding(ids.to(device), table.to(device)).requires_grad_()
+                w = torch.linspace(0.5, 1.5, 12, dtype=torch.double, device=device)
+                w = w.expand(normalized).contiguous().requires_grad_()
+                b = torch.zeros(normalized, dtype=torch.double, device=device).requires_grad_()
+                F.layer_norm(x, normalized, w, b).backward(F.embedding(ids.to(device), table.to(device) * 0.5))
+                grads.append([t.grad.cpu() for t in (x, w, b)])
+            for got, want in zip(grads[1], grads[0]):
+                torch.testing.assert_close(got, want, msg=lambda m: f"{normalized}: {m}")

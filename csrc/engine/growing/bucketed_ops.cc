@@ -456,6 +456,21 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       if (p.slot == source) return false;
     }
   }
+  if (kind == PaddedOperands::StatsKeepDim) {
+    // Every operand of the first padded one's rank is padded (a normalized dim leaves the
+    // statistics with extent 1 there).
+    const c10::IValue& lead = (*stack)[padded[0].slot];
+    const int64_t rank = padded[0].elem < 0 ? lead.toTensor().dim() : lead.toTensorList().get(padded[0].elem).dim();
+    bool all_padded = true;
+    for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
+      if (t.dim() != rank) return false;
+      bool is_padded = false;
+      for (const Padded& p : padded) is_padded = is_padded || (p.slot == slot && p.elem == elem);
+      all_padded = all_padded && is_padded;
+      return false;
+    });
+    if (!all_padded) return false;
+  }
   if (kind == PaddedOperands::BatchDims) {
     for (const Padded& p : padded) {
       const c10::IValue& v = (*stack)[p.slot];
