@@ -56,6 +56,16 @@ def training_step(ids, mask, table, w_in, w_out):
     return [loss.detach()] + [p.grad for p in params]
 
 
+def assert_new_lengths_build_nothing(step, lengths):
+    """step(length) at two lengths to warm bucket 128, then at `lengths` in it: no executable."""
+    step(40)
+    step(50)
+    built = executables_built()
+    for length in lengths:
+        step(length)
+    assert executables_built() - built == 0
+
+
 def check_step(length):
     ids, mask = left_padded_batch(length, seed=length)
     got = training_step(ids.to(DEV), mask.to(DEV), *weights())
@@ -70,13 +80,8 @@ def test_a_batched_training_step_over_a_bucket_matches_cpu(length):
 
 
 def test_a_batched_training_step_at_a_new_length_compiles_nothing_in_a_warm_bucket():
-    check_step(40)
-    check_step(50)
-    built = executables_built()
-    for length in (41, 77, 127):
-        check_step(length)
     # 30-45 per length while the projections and the loss left the bucket under autograd
-    assert executables_built() - built == 0
+    assert_new_lengths_build_nothing(check_step, (41, 77, 127))
 
 
 def test_the_recorded_product_of_a_padded_batch_stays_in_the_bucket():
@@ -174,12 +179,7 @@ def test_fine_tuning_a_transformers_model_with_dynamic_padding_compiles_nothing_
             losses.append(out.loss.detach().cpu())
         torch.testing.assert_close(losses[0], losses[1], msg=lambda m: f"length {length}: {m}")
 
-    step(40)
-    step(50)
-    built = executables_built()
-    for length in (41, 77, 120):
-        step(length)
-    assert executables_built() - built == 0
+    assert_new_lengths_build_nothing(step, (41, 77, 120))
 
 
 @pytest.mark.parametrize("length", [2, 3, 64, 127, 129, 200])
