@@ -194,6 +194,7 @@ def test_in_place_pointwise_ops_on_a_padded_prefix_run_over_the_bucket(length):
         torch.testing.assert_close(shared.cpu(), values_of(ids) + torch.tensor([1.0, 0, 0, 0]), equal_nan=True)
 
 
+@pytest.mark.strict_eager
 def test_in_place_ops_on_a_padded_prefix_compile_nothing_in_a_warm_bucket():
     def accumulate(ids):
         x = values_of(ids)
