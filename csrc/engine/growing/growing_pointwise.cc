@@ -55,6 +55,17 @@ bool takes_pointwise_arguments(const c10::FunctionSchema& schema) {
   return true;
 }
 
+namespace {
+// The defined tensor arguments from `first` on.
+std::vector<at::Tensor> tensor_operands(const torch::jit::Stack& stack, size_t first) {
+  std::vector<at::Tensor> operands;
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().defined()) operands.push_back(stack[i].toTensor());
+  }
+  return operands;
+}
+}  // namespace
+
 bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
@@ -70,10 +81,7 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
     any_growable = any_growable || (t.is_privateuseone() && storage_buffer(t).growable);
   }
   if (!any_growable) return false;
-  std::vector<at::Tensor> operands;
-  for (size_t i = first; i < stack->size(); ++i) {
-    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) operands.push_back((*stack)[i].toTensor());
-  }
+  std::vector<at::Tensor> operands = tensor_operands(*stack, first);
   // In the result's coordinates; operands may grow along two dims (query against key positions).
   std::optional<Spare> grows = shared_growth(operands, rank, /*square=*/true);
   if (!grows) return false;  // nothing on the stack changed yet: the rule's path
@@ -115,11 +123,7 @@ bool inplace_pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::
   if (self.storage().use_count() != 1) return false;
   std::optional<Spare> own = spare_rows(self);
   if (!own) return false;
-  std::vector<at::Tensor> operands;
-  for (size_t i = first; i < stack->size(); ++i) {
-    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) operands.push_back((*stack)[i].toTensor());
-  }
-  std::optional<Spare> grows = shared_growth(operands, self.dim());
+  std::optional<Spare> grows = shared_growth(tensor_operands(*stack, first), self.dim());
   if (!grows || grows->dim != own->dim) return false;
   const c10::OperatorName& name = op.operator_name();
   if (lowering::checks_values(lowering::rule_for(name.name.substr(6), name.overload_name))) return false;
