@@ -589,12 +589,13 @@ const Registrar registrar({
 });
 
 // Gathers of padded indices from exact rows (an index past the length must raise, not read a
-// spare row), and index_copy of padded rows into an exact destination. (The embedding's
-// gradient over padded rows and indices is exact under the padder, but a call with exact rows and
-// padded indices passes the meta check and fails to compile, inside a fused program too: not
-// declared until the rows' padding is checked.)
+// spare row), and index_copy of padded rows into an exact destination. The embedding's gradient
+// scatters padded rows at padded indices into an exact table: the padder drops the updates past
+// the length (the reshape to [B * L] rows keeps each batch's true rows), whatever the spare rows
+// and indices hold; exact rows with padded indices take the exact path (they would not compile).
 const PaddedOperandsRegistrar padded_operands({
     {"embedding", PaddedOperands::IndicesOnly},
+    {"embedding_dense_backward", PaddedOperands::RowsWithIndices},
     {"index_select", PaddedOperands::IndicesOnly},
     {"index_copy", PaddedOperands::Scatter},
 });

@@ -67,6 +67,7 @@ const char* padded_operands_name(PaddedOperands how) {
     case PaddedOperands::Scatter: return "scatter";
     case PaddedOperands::FullReduction: return "full_reduction";
     case PaddedOperands::BatchDims: return "batch_dims";
+    case PaddedOperands::RowsWithIndices: return "rows_with_indices";
   }
   return "";
 }

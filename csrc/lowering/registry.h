@@ -125,6 +125,10 @@ enum class PaddedOperands {
   // Independent batches (a batched triangular solve): exact over the capacity without a runtime
   // size while every padded dim is a batch dim, not one of the operands' last two.
   BatchDims,
+  // embedding_dense_backward(grad, indices, ...): a scatter of the gradient's rows at the indices
+  // into an exact table, exact under the padder (it drops the updates past the length) only while
+  // the gradient and the indices are padded along the same dim; either one alone is not.
+  RowsWithIndices,
 };
 void declare_padded_operands(const std::string& rule_name, PaddedOperands how);
 std::optional<PaddedOperands> padded_operands(const std::string& rule_name);

@@ -471,6 +471,15 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     });
     if (!all_padded) return false;
   }
+  if (kind == PaddedOperands::RowsWithIndices) {
+    // The gradient [..., L, H] and the indices [..., L], both padded at the same dim, and no
+    // counts by frequency (scale_grad_by_freq counts every index, spare ones too).
+    const c10::IValue& scale = (*stack)[first + 4];
+    if (padded.size() != 2 || (scale.isBool() && scale.toBool())) return false;
+    const Padded& a = padded[0].slot < padded[1].slot ? padded[0] : padded[1];
+    const Padded& b = padded[0].slot < padded[1].slot ? padded[1] : padded[0];
+    if (a.slot != first || b.slot != first + 1 || a.spare.dim != b.spare.dim) return false;
+  }
   if (kind == PaddedOperands::BatchDims) {
     for (const Padded& p : padded) {
       const c10::IValue& v = (*stack)[p.slot];

@@ -134,7 +134,8 @@ std::optional<BucketLayout> relayout_in_bucket(const at::Tensor& self, const Spa
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // That declaration for ATen op `name` ("sum.dim_IntList", "index_copy_"), as compiled graphs
 // that run per bucket read it (torch_tpu/compile/trace_comparison.py): "exact", "keeps_dim",
-// "stats_keep_dim", "indices_only", "contiguous", "prefix", "scatter", "full_reduction";
+// "stats_keep_dim", "indices_only", "contiguous", "prefix", "scatter", "full_reduction",
+// "batch_dims", "rows_with_indices";
 // nullopt: none.
 std::optional<std::string> bucketing_kind(const std::string& name);
 
