@@ -168,6 +168,7 @@ const Registrar registrar({
 // cat: padded operands keep their spare rows in the result's capacity.
 const PaddedOperandsRegistrar padded_operands({
     {"cat", PaddedOperands::Exact},
+    {"stack", PaddedOperands::Exact},
 });
 
 }  // namespace

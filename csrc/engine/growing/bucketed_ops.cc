@@ -412,6 +412,13 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   if (!how || *how == PaddedOperands::FullReduction) return false;
   const PaddedOperands kind = *how;
   if (op.schema().is_mutable() && kind != PaddedOperands::Scatter) return false;
+  if (kind == PaddedOperands::IndicesOnly) {
+    // The gathered rows' operand keeps its exact sizes even when its storage has spare rows (a
+    // model's int64 buffer uploaded into a bucket): an index past its size still raises.
+    padded.erase(std::remove_if(padded.begin(), padded.end(), [&](const Padded& p) { return p.slot == first; }),
+                 padded.end());
+    if (padded.empty()) return false;
+  }
   // Shifted operands join a call whose padded operands share their length and capacity, as
   // copies that start at row 0 (the call's own stack holds the copies; the caller's tensors are
   // unchanged).
@@ -419,6 +426,7 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   if (!op.schema().is_mutable()) {
     for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
       if (!t.is_privateuseone() || !storage_buffer(t).growable) return false;
+      if (kind == PaddedOperands::IndicesOnly && slot == first) return false;  // kept exact (above)
       for (const Padded& p : padded) {
         if (p.slot == slot && p.elem == elem) return false;
       }
@@ -447,10 +455,8 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   }
   const int64_t length = padded[0].spare.length, capacity = padded[0].spare.capacity;
   if (refused(name, *stack, first, padded)) return false;
-  if (kind == PaddedOperands::IndicesOnly || kind == PaddedOperands::Scatter) {
-    // embedding(weight, indices), index_select(self, dim, index): the gathered rows' operand is
-    // never padded (an index past the length must raise, not read a spare row); index_copy's
-    // destination is never padded.
+  if (kind == PaddedOperands::Scatter) {
+    // index_copy's destination is never padded.
     size_t source = first;
     for (const Padded& p : padded) {
       if (p.slot == source) return false;

@@ -75,6 +75,26 @@ at::Tensor unsafe_view(const at::Tensor& self, c10::IntArrayRef size) {
   return at::native::_unsafe_view(self, size);
 }
 
+// A row of ids longer than a live prompt's bucket (BERT's position_ids buffer, arange(512)[None]),
+// sliced to the prompt's L entries: its storage is marked as padded along that row with the
+// prompt's capacity, so the slice is a padded prefix whose spare rows are the row's next entries
+// (real ids, which the ops over the bucket ignore) and the position embeddings stay in the
+// bucket. The row itself is longer than the capacity, so it is never taken for a padded prefix.
+// Only integer rows (ids, not values) whose storage is no other bucket's, or is their own upload's
+// bucket along that row (then the row keeps its own capacity: it is longer than the window's).
+void mark_window_of_ids(const at::Tensor& self, int64_t d, int64_t capacity) {
+  if (!c10::isIntegralType(self.scalar_type(), /*includeBool=*/false)) return;
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    if (i != d && self.size(i) != 1) return;
+  }
+  StorageBuffer& buffer = storage_buffer(self);
+  if (buffer.growable && buffer.padded_stride != self.stride(d)) return;
+  if (buffer.square_outer_stride != 0) return;
+  buffer.growable = true;
+  buffer.padded_stride = self.stride(d);
+  buffer.padded_capacity = capacity;
+}
+
 // x[..., :L] of a tensor that fills a bucket (its dim is the capacity of a live bucketed prompt
 // of L rows) is that prompt's padded prefix again. Qwen3.5's chunked delta rule pads the prompt
 // to a multiple of 64; when that fills the bucket every op runs at the bucket's shape, and its
@@ -90,12 +110,19 @@ at::Tensor slice(const at::Tensor& self, int64_t dim, std::optional<c10::SymInt>
   int64_t rows = result.size(d);
   bool from_row_zero = result.storage_offset() == self.storage_offset();
   if (!from_row_zero || rows < 2 || rows == self.size(d) || self.storage_offset() != 0 || self.is_conj() ||
-      self.is_neg() || !self.is_non_overlapping_and_dense() ||
-      static_cast<size_t>(self.numel() * self.element_size()) != self.storage().nbytes() ||
-      storage_buffer(self).growable || capacity_of_bucketed_length(rows) != self.size(d)) {
+      self.is_neg() || !self.is_non_overlapping_and_dense()) {
     return result;
   }
-  return as_padded_prefix(self, d, rows);
+  std::optional<int64_t> capacity = capacity_of_bucketed_length(rows);
+  if (!capacity) return result;
+  bool whole_storage = static_cast<size_t>(self.numel() * self.element_size()) == self.storage().nbytes();
+  if (whole_storage && !storage_buffer(self).growable && *capacity == self.size(d)) {
+    return as_padded_prefix(self, d, rows);
+  }
+  // The row may itself be a padded prefix of a bigger bucket (an int64 buffer of 514 entries is
+  // uploaded into one of 1024): the window's capacity is the prompt's all the same.
+  if (*capacity < self.size(d)) mark_window_of_ids(self, d, *capacity);
+  return result;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
