@@ -1,10 +1,11 @@
 """Eager fine-tuning with dynamic padding: what bucketing does for a training loop.
 
-    .venv/bin/python tools/bucketed_training.py [--batch 1] [--steps 10]
+    .venv/bin/python tools/bucketed_training.py [--model llama] [--batch 1] [--steps 10]
 
-A 2-layer tiny Llama (seeded weights) trains on `tpu` and on the CPU side by side, each step a
+A 2-layer tiny model (seeded weights) trains on `tpu` and on the CPU side by side, each step a
 batch padded to its own random length (20..200 tokens, as a collator that pads to the longest
-does): forward with labels (Transformers' causal-LM loss), backward, AdamW. Printed per step:
+does): a causal LM (llama, gpt2; left padding, Transformers' causal-LM loss) or a sequence
+classifier (bert, roberta, modernbert; right padding, 3 labels), backward, AdamW. Printed per step:
 the executables built, the step's seconds on `tpu` and on the CPU (PyTorch eager), and both
 losses. docs/bucketing.md reads it:
 a new length in a warm bucket should build (almost) nothing. The `tpu` device here is whatever
@@ -25,16 +26,40 @@ def built():
     return s["compiles"] + s["disk_hits"]
 
 
+def _classifier_sizes():
+    return dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                num_labels=3)
+
+
+CONFIGS = {
+    "llama": lambda: transformers.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128,
+                                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                              max_position_embeddings=1024),
+    "gpt2": lambda: transformers.GPT2Config(vocab_size=512, n_embd=64, n_layer=2, n_head=4, n_positions=1024,
+                                            attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0),
+    "bert": lambda: transformers.BertConfig(**_classifier_sizes(), max_position_embeddings=512,
+                                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    "roberta": lambda: transformers.RobertaConfig(**_classifier_sizes(), max_position_embeddings=514, pad_token_id=0,
+                                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    "modernbert": lambda: transformers.ModernBertConfig(**_classifier_sizes(), max_position_embeddings=512,
+                                                        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                                        cls_token_id=1, sep_token_id=2),
+}
+CLASSIFIERS = ("bert", "roberta", "modernbert")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batch", type=int, default=1, help="sequences per step (the others left-padded)")
+    parser.add_argument("--batch", type=int, default=1, help="sequences per step (all but the first padded)")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--model", choices=sorted(CONFIGS), default="llama")
     args = parser.parse_args()
-    config = transformers.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+    config = CONFIGS[args.model]()
+    classifier = args.model in CLASSIFIERS
+    auto = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForCausalLM
     torch.manual_seed(0)
-    cpu = transformers.AutoModelForCausalLM.from_config(config)
-    dev = transformers.AutoModelForCausalLM.from_config(config)
+    cpu = auto.from_config(config)
+    dev = auto.from_config(config)
     dev.load_state_dict(cpu.state_dict())
     dev.to("tpu")
     optimizers = {m: torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (cpu, dev)}
@@ -45,11 +70,17 @@ def main():
         n = rng.randint(20, 200)
         ids = torch.randint(3, 512, (args.batch, n), generator=torch.Generator().manual_seed(step))
         mask = torch.ones_like(ids)
-        mask[1:, : n // 3] = 0
+        if classifier:  # right padding, a label per sequence
+            mask[1:, n - n // 3:] = 0
+            ids[1:, n - n // 3:] = 0
+            labels = torch.randint(0, 3, (args.batch,), generator=torch.Generator().manual_seed(step))
+        else:
+            mask[1:, : n // 3] = 0
+            labels = ids
         losses, seconds = [], {}
         for model, device in ((dev, "tpu"), (cpu, "cpu")):
             before, start = built(), time.perf_counter()
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=ids.to(device))
+            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
             out.loss.backward()
             optimizers[model].step()
             optimizers[model].zero_grad()
