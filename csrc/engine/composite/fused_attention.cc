@@ -119,6 +119,23 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
     at::Tensor rows = as_padded_prefix(with_valid_keys(whole_square(*mask, *square)), 2, length);
     return std::make_tuple(keys(), values(), rows);
   }
+  // An exact mask over padded queries and keys of different lengths: an encoder-decoder's cross
+  // attention in training (decoder rows in one bucket, encoder rows in another) has a mask made
+  // from both, which no single bucket holds. It is copied into [.., Cq, Ck] (a copy that
+  // compiles per pair of lengths), and the attention and every op after it run over the buckets.
+  if (!grows && !square && queries && queries->dim == 2 && queries->dim2 < 0 && mask->size(3) == length &&
+      (mask->size(2) == queries->length || mask->size(2) == 1) && plain_tpu_tensor(*mask)) {
+    const bool per_query = mask->size(2) == queries->length && queries->length > 1;
+    std::vector<int64_t> sizes = mask->sizes().vec();
+    sizes[3] = *capacity;
+    if (per_query) sizes[2] = queries->capacity;
+    at::Tensor whole = mask->scalar_type() == at::kBool
+                           ? at::zeros(sizes, mask->options())
+                           : at::full(sizes, -std::numeric_limits<double>::infinity(), mask->options());
+    whole.narrow(3, 0, length).narrow(2, 0, mask->size(2)).copy_(*mask);
+    at::Tensor masked = with_valid_keys(whole);
+    return std::make_tuple(keys(), values(), per_query ? as_padded_prefix(masked, 2, queries->length) : masked);
+  }
   return std::nullopt;
 }
 

@@ -13,26 +13,31 @@
 namespace tpu::engine {
 
 namespace {
-// Whether `t`'s strides are those of the dense tensor of its sizes with `capacity` rows along
-// `dim`, in some order of the dims (a transposed or permuted view of a padded result: q, k and
-// v of attention are [B, L, H, D] results viewed as [B, H, L, D]). Size-1 dims are skipped; `dim`
-// must have more than one row, its stride deciding where it sits.
+// A dim that an expand broadcast (stride 0, more than one row): it holds no storage of its own.
+// BART's positions arange(L).expand(B, -1) are a padded prefix of the arange's bucket.
+bool broadcast_dim(const at::Tensor& t, int64_t i) { return t.stride(i) == 0 && t.size(i) > 1; }
+
 // Whether `t`'s strides are the row-major strides of its sizes with `capacity` rows along `dim`
-// (dims of one row, whose strides say nothing, aside).
+// (dims of one row, whose strides say nothing, and broadcast dims aside).
 bool row_major_with_capacity(const at::Tensor& t, int64_t dim, int64_t capacity) {
   int64_t expected = 1;
   for (int64_t i = t.dim() - 1; i >= 0; --i) {
+    if (i != dim && broadcast_dim(t, i)) continue;
     if (t.size(i) != 1 && t.stride(i) != expected) return false;
     expected *= i == dim ? capacity : t.size(i);
   }
   return true;
 }
 
+// Whether `t`'s strides are those of the dense tensor of its sizes with `capacity` rows along
+// `dim`, in some order of the dims (a transposed or permuted view of a padded result: q, k and
+// v of attention are [B, L, H, D] results viewed as [B, H, L, D]). Size-1 and broadcast dims are
+// skipped; `dim` must have more than one row, its stride deciding where it sits.
 bool dense_with_capacity_in_some_order(const at::Tensor& t, int64_t dim, int64_t capacity) {
   if (t.size(dim) == 1) return false;
   std::vector<int64_t> order;
   for (int64_t i = 0; i < t.dim(); ++i) {
-    if (t.size(i) != 1) order.push_back(i);
+    if (t.size(i) != 1 && !broadcast_dim(t, i)) order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
   int64_t expected = 1;
@@ -48,9 +53,12 @@ std::optional<int64_t> padded_capacity(const at::Tensor& t, int64_t dim) {
   if (!t.defined() || !t.is_privateuseone() || t.dim() == 0 || t.storage_offset() != 0 || t.numel() == 0) {
     return std::nullopt;
   }
-  if (!storage_buffer(t).growable) return std::nullopt;
+  if (!storage_buffer(t).growable || broadcast_dim(t, dim)) return std::nullopt;
   int64_t rows = t.size(dim);
-  int64_t others = t.numel() / rows;
+  int64_t others = 1;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (i != dim && !broadcast_dim(t, i)) others *= t.size(i);
+  }
   int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
   if (storage_elems % others != 0) return std::nullopt;
   int64_t capacity = storage_elems / others;
@@ -88,6 +96,7 @@ std::vector<int64_t> capacity_strides(const at::Tensor& t, int64_t dim, int64_t 
   if (!keeps_strides) {
     int64_t st = 1;
     for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+      if (i != dim && broadcast_dim(t, i)) continue;  // stays 0
       strides[i] = st;
       st *= sizes[i];
     }

@@ -1,5 +1,6 @@
 // Tensors made like a padded prefix (growing_dims.h): empty_like, and through it zeros_like,
-// ones_like and full_like.
+// ones_like and full_like; new_empty and new_zeros of the prefix's own sizes (BART's
+// shift_tokens_right: labels.new_zeros(labels.shape), then the shifted labels written in).
 //
 // PyTorch's empty_like of a tensor whose strides are not dense (a padded prefix's are not: its
 // rows sit `capacity` apart) allocates a contiguous tensor of the true sizes, so a buffer made
@@ -35,7 +36,49 @@ at::Tensor empty_like(const at::Tensor& self, std::optional<at::ScalarType> dtyp
   return at::native::empty_like(self, dtype, layout, device, pin_memory, memory_format);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("empty_like", empty_like); }
+// The bucket of `self` for a new tensor of `size` (its own sizes), row-major over the capacity,
+// or an undefined tensor.
+at::Tensor new_in_bucket(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  if ((device && *device != self.device()) || (layout && *layout != at::kStrided) || pin_memory.value_or(false) ||
+      size.size() != static_cast<size_t>(self.dim())) {
+    return {};
+  }
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (size[d] != self.sym_size(d)) return {};
+  }
+  std::optional<Spare> s = spare_rows(self);
+  if (!s || s->dim2 >= 0) return {};
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[s->dim] = s->capacity;
+  at::Tensor whole = at::empty(sizes, self.options().dtype(dtype.value_or(self.scalar_type())));
+  return as_padded_prefix(whole, s->dim, s->length);
+}
+
+at::Tensor new_empty(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                     std::optional<at::Layout> layout, std::optional<at::Device> device,
+                     std::optional<bool> pin_memory) {
+  at::Tensor made = new_in_bucket(self, size, dtype, layout, device, pin_memory);
+  return made.defined() ? made : at::native::new_empty_symint(self, size, dtype, layout, device, pin_memory);
+}
+
+// Zeros over the whole bucket: the spare rows are zero too (one fill of the capacity).
+at::Tensor new_zeros(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                     std::optional<at::Layout> layout, std::optional<at::Device> device,
+                     std::optional<bool> pin_memory) {
+  at::Tensor made = new_in_bucket(self, size, dtype, layout, device, pin_memory);
+  if (!made.defined()) return at::native::new_zeros(self, C10_AS_INTARRAYREF_SLOW(size), dtype, layout, device, pin_memory);
+  std::optional<Spare> s = spare_rows(made);
+  whole_capacity(made, s->dim, s->capacity).zero_();
+  return made;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty_like", empty_like);
+  m.impl("new_empty", new_empty);
+  m.impl("new_zeros", new_zeros);
+}
 
 }  // namespace
 }  // namespace tpu::engine
