@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV, executables_built
+from helpers import DEV
+from paired_models import Paired, assert_builds_at_most, built_at_new_lengths
 from test_bucketing import is_padded
 
 
@@ -45,35 +46,16 @@ def test_fine_tuning_an_encoder_with_dynamic_padding_compiles_nothing_per_length
     model's own loss, AdamW: a new length in a warm bucket builds no executable, and the losses
     are the CPU's at every step. Before: 28-37 executables per new length."""
     transformers = pytest.importorskip("transformers")
-    config = encoder_config(family)
-    torch.manual_seed(0)
-    cpu = transformers.AutoModelForSequenceClassification.from_config(config)
-    dev = transformers.AutoModelForSequenceClassification.from_config(config)
-    dev.load_state_dict(cpu.state_dict())
-    dev.to(DEV)
-    optimizers = {m: torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (cpu, dev)}
+    pair = Paired(transformers.AutoModelForSequenceClassification, encoder_config(family), train=True)
 
     def step(length):
         ids, mask, labels = right_padded_batch(length, seed=length)
-        losses = []
-        for model, device in ((dev, DEV), (cpu, "cpu")):
-            extra = {"token_type_ids": torch.zeros_like(ids).to(device)} if token_types else {}
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device), **extra)
-            out.loss.backward()
-            optimizers[model].step()
-            optimizers[model].zero_grad()
-            losses.append(out.loss.detach().cpu())
-        torch.testing.assert_close(losses[0], losses[1], msg=lambda m: f"length {length}: {m}")
+        inputs = dict(input_ids=ids, attention_mask=mask, labels=labels)
+        if token_types:
+            inputs["token_type_ids"] = torch.zeros_like(ids)
+        pair.train_step(inputs, f"length {length}")
 
-    step(40)
-    step(50)
-    built = executables_built()
-    for length in (23, 77, 120):
-        step(length)
-    # Strict eager's per-op count; fused eager (the suite's other mode) still builds a few programs
-    # per length here as its loop detection splits the stream anew, so it checks the losses only.
-    if torch.tpu.get_eager_mode() == "strict":
-        assert executables_built() - built == 0
+    assert_builds_at_most(built_at_new_lengths(step), 0)
 
 
 @pytest.mark.parametrize("length", [2, 3, 127])

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV, executables_built
+from helpers import DEV
+from paired_models import Paired, assert_builds_at_most, built_at_new_lengths
 from test_bucketing import is_padded
 
 
@@ -110,28 +111,13 @@ def test_bart_generates_batches_of_new_lengths_without_compiling():
     and no executable built once the bucket is warm (13 per request before positions broadcast
     over the batch stayed in it)."""
     transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cpu = transformers.AutoModelForSeq2SeqLM.from_config(bart(transformers))
-    dev = transformers.AutoModelForSeq2SeqLM.from_config(bart(transformers))
-    dev.load_state_dict(cpu.state_dict())
-    dev.to(DEV)
+    pair = Paired(transformers.AutoModelForSeq2SeqLM, bart(transformers))
 
     def request(length):
         ids, mask, _ = right_padded(3, length, seed=length)
-        tokens = []
-        for model, device in ((dev, DEV), (cpu, "cpu")):
-            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=5,
-                                 do_sample=False)
-            tokens.append(out.cpu())
-        torch.testing.assert_close(tokens[0], tokens[1], msg=lambda m: f"length {length}: {m}")
+        pair.generate(dict(input_ids=ids, attention_mask=mask), f"length {length}", max_new_tokens=5)
 
-    request(40)
-    request(50)
-    built = executables_built()
-    for length in (23, 77, 120):
-        request(length)
-    if torch.tpu.get_eager_mode() == "strict":  # strict eager's per-op count (fused: values only)
-        assert executables_built() - built == 0
+    assert_builds_at_most(built_at_new_lengths(request), 0)
 
 
 def test_bart_fine_tuning_compiles_a_few_executables_per_pair_of_lengths():
@@ -140,29 +126,63 @@ def test_bart_fine_tuning_compiles_a_few_executables_per_pair_of_lengths():
     cross-attention mask of both lengths and the labels' shift), where every op compiled before
     (59-81)."""
     transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cpu = transformers.AutoModelForSeq2SeqLM.from_config(bart(transformers))
-    dev = transformers.AutoModelForSeq2SeqLM.from_config(bart(transformers))
-    dev.load_state_dict(cpu.state_dict())
-    dev.to(DEV)
-    optimizers = {m: torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (cpu, dev)}
+    pair = Paired(transformers.AutoModelForSeq2SeqLM, bart(transformers), train=True)
 
     def step(length):
         ids, mask, labels = right_padded(3, length, seed=length)
-        losses = []
-        for model, device in ((dev, DEV), (cpu, "cpu")):
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
-            out.loss.backward()
-            optimizers[model].step()
-            optimizers[model].zero_grad()
-            losses.append(out.loss.detach().cpu())
-        torch.testing.assert_close(losses[0], losses[1], msg=lambda m: f"length {length}: {m}")
+        pair.train_step(dict(input_ids=ids, attention_mask=mask, labels=labels), f"length {length}")
 
-    step(40)
-    step(50)
-    built = executables_built()
-    lengths = (23, 77, 120)
-    for length in lengths:
-        step(length)
-    if torch.tpu.get_eager_mode() == "strict":
-        assert executables_built() - built <= 12 * len(lengths)
+    assert_builds_at_most(built_at_new_lengths(step), 12 * 3)
+
+
+def relative_positions(length, device):
+    """T5's memory_position - context_position over a prompt of `length` (a square over its
+    bucket on tpu: arange of a live prompt's length is made over the bucket)."""
+    positions = torch.arange(length, dtype=torch.long, device=device)
+    return positions[None, :] - positions[:, None]
+
+
+@pytest.mark.parametrize("length", [2, 3, 53, 127, 129])
+def test_t5s_position_buckets_over_a_square_match_cpu(length):
+    """The relative position bucket of T5 (a dtype conversion, full_like, where, log, min) and its
+    embedding over a square bucket: the CPU's values, every step a square; an index out of range
+    among the true positions still raises, one in the spare positions does not."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.t5.modeling_t5 import T5Attention
+    ids = torch.randint(3, 100, (1, length)).to(DEV)  # makes `length` a live prompt's length
+    assert is_padded(ids)
+    table = torch.randn(32, 4)
+    want = F.embedding(T5Attention._relative_position_bucket(relative_positions(length, "cpu")), table)
+    rel = relative_positions(length, DEV)
+    buckets = T5Attention._relative_position_bucket(rel)
+    got = F.embedding(buckets, table.to(DEV))
+    if length > 2:  # the square form needs spare rows
+        assert is_padded(buckets) and is_padded(got) and is_padded(torch.full_like(rel, 7))
+        assert is_padded((rel > 0).to(torch.long))
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(torch.full_like(rel, 7).cpu(), torch.full((length, length), 7))
+    with pytest.raises(IndexError, match="index out of range"):
+        F.embedding(buckets + 30, table.to(DEV)).cpu()
+    # |i - j| < length in the true positions, up to the bucket's size in the spare ones.
+    rows = torch.randn(length, 4)
+    torch.testing.assert_close(F.embedding(rel.abs(), rows.to(DEV)).cpu(),
+                               F.embedding(relative_positions(length, "cpu").abs(), rows))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_t5_generates_new_lengths_with_few_compiles(batch):
+    """T5 (relative position bias, SDPA): prompts of new lengths in a warm bucket, greedy, tokens
+    equal to the CPU's, at most 8 executables per request (the cross-attention bias T5 makes as
+    zeros of the encoder's length, and its mask's copy into the bucket; 18 before)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(vocab_size=512, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+                                   num_heads=4, dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0,
+                                   eos_token_id=1)
+    pair = Paired(transformers.AutoModelForSeq2SeqLM, config)
+
+    def request(length):
+        ids, mask, _ = right_padded(batch, length, seed=length)
+        ids = ids.masked_fill(mask == 0, 0)
+        pair.generate(dict(input_ids=ids, attention_mask=mask), f"length {length}", max_new_tokens=5)
+
+    assert_builds_at_most(built_at_new_lengths(request), 8 * 3)

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV, executables_built
+from helpers import DEV
+from paired_models import Paired, built_at_new_lengths
 from test_bucketing import is_padded
 
 VOCAB, WIDTH = 256, 16
@@ -58,12 +59,7 @@ def training_step(ids, mask, table, w_in, w_out):
 
 def assert_new_lengths_build_nothing(step, lengths):
     """step(length) at two lengths to warm bucket 128, then at `lengths` in it: no executable."""
-    step(40)
-    step(50)
-    built = executables_built()
-    for length in lengths:
-        step(length)
-    assert executables_built() - built == 0
+    assert built_at_new_lengths(step, lengths) == 0
 
 
 def check_step(length):
@@ -159,25 +155,13 @@ def test_fine_tuning_a_transformers_model_with_dynamic_padding_compiles_nothing_
     else:
         config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    torch.manual_seed(0)
-    cpu = transformers.AutoModelForCausalLM.from_config(config)
-    dev = transformers.AutoModelForCausalLM.from_config(config)
-    dev.load_state_dict(cpu.state_dict())
-    dev.to(DEV)
-    optimizers = {m: torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (cpu, dev)}
+    pair = Paired(transformers.AutoModelForCausalLM, config, train=True)
 
     def step(length):
         ids, mask = left_padded_batch(length, seed=length)
         ids, mask = ids[:batch], mask[:batch]
         labels = ids.masked_fill(mask == 0, -100)
-        losses = []
-        for model, device in ((dev, DEV), (cpu, "cpu")):
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
-            out.loss.backward()
-            optimizers[model].step()
-            optimizers[model].zero_grad()
-            losses.append(out.loss.detach().cpu())
-        torch.testing.assert_close(losses[0], losses[1], msg=lambda m: f"length {length}: {m}")
+        pair.train_step(dict(input_ids=ids, attention_mask=mask, labels=labels), f"length {length}")
 
     assert_new_lengths_build_nothing(step, (41, 77, 120))
 

@@ -123,9 +123,12 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> over_capacity(cons
   // attention in training (decoder rows in one bucket, encoder rows in another) has a mask made
   // from both, which no single bucket holds. It is copied into [.., Cq, Ck] (a copy that
   // compiles per pair of lengths), and the attention and every op after it run over the buckets.
-  if (!grows && !square && queries && queries->dim == 2 && queries->dim2 < 0 && mask->size(3) == length &&
-      (mask->size(2) == queries->length || mask->size(2) == 1) && plain_tpu_tensor(*mask)) {
-    const bool per_query = mask->size(2) == queries->length && queries->length > 1;
+  // Queries without spare rows (a decoder's token over the encoder's keys, under T5's exact
+  // position bias) take the mask padded along the keys alone.
+  const bool padded_queries = queries && queries->dim == 2 && queries->dim2 < 0;
+  if (!grows && !square && (padded_queries || !queries) && mask->size(3) == length &&
+      (mask->size(2) == query.size(2) || mask->size(2) == 1) && plain_tpu_tensor(*mask)) {
+    const bool per_query = padded_queries && mask->size(2) == queries->length && queries->length > 1;
     std::vector<int64_t> sizes = mask->sizes().vec();
     sizes[3] = *capacity;
     if (per_query) sizes[2] = queries->capacity;

@@ -390,6 +390,26 @@ Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
 }
 }  // namespace
 
+namespace {
+// embedding(weight, indices) of square indices (T5's relative position buckets, [L, L] of a
+// [C, C] bucket): the rows of the whole square, its spare indices made 0 first (they hold
+// anything, and an index out of range must raise only for a true one: the rule checks them all).
+bool embedding_of_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first) {
+  if (!(*stack)[first + 1].isTensor() || !(*stack)[first].isTensor()) return false;
+  const at::Tensor indices = (*stack)[first + 1].toTensor();
+  std::optional<Spare> sq = square_rows(indices);
+  if (!sq || spare_rows((*stack)[first].toTensor()) || (*stack)[first].toTensor().size(0) == 0) return false;
+  const int64_t rank = indices.dim();
+  at::Tensor true_rows = rows_below(sq->capacity, sq->length, sq->dim, rank, indices)
+                             .logical_and(rows_below(sq->capacity, sq->length, sq->dim2, rank, indices));
+  (*stack)[first + 1] = at::where(true_rows, whole_square(indices, *sq), at::scalar_tensor(0, indices.options()));
+  run_lowered(op, stack);
+  c10::IValue& result = stack->back();
+  result = as_padded_square(result.toTensor(), sq->dim, sq->dim2, sq->length);
+  return true;
+}
+}  // namespace
+
 bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
@@ -404,7 +424,9 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     return false;
   });
   if (padded.empty()) {  // the common case: decided before the op's name is built
-    if (!any_growable || op.schema().name() != "aten::clone") return false;
+    if (!any_growable) return false;
+    if (op.schema().name() == "aten::embedding") return embedding_of_square(op, stack, first);
+    if (op.schema().name() != "aten::clone") return false;
     return clone_square(op, stack, first) || clone_shifted(stack, first);
   }
   const std::string name = full_name(op.operator_name());

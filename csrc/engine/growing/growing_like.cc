@@ -31,6 +31,10 @@ at::Tensor empty_like(const at::Tensor& self, std::optional<at::ScalarType> dtyp
                                                 pin_memory, memory_format);
       // The whole bucket is dense (a permuted one keeps its order): a padded prefix of it.
       if (whole.is_non_overlapping_and_dense()) return as_padded_prefix(whole, s->dim, s->length);
+    } else if (std::optional<Spare> sq = square_rows(self)) {  // full_like of T5's relative positions
+      at::Tensor whole =
+          at::native::empty_like(whole_square(self, *sq), dtype, layout, device, pin_memory, memory_format);
+      if (whole.is_non_overlapping_and_dense()) return as_padded_square(whole, sq->dim, sq->dim2, sq->length);
     }
   }
   return at::native::empty_like(self, dtype, layout, device, pin_memory, memory_format);

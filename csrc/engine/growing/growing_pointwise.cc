@@ -112,6 +112,26 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
 // in-place sum of two gradients of one tensor, x.add_(y)): the op over the whole capacity, which
 // writes the spare rows too. Another tensor of the same storage (a slice of a longer prefix, a
 // view from row k) may hold true rows there, so shared storages keep the exact path.
+namespace {
+// The same for a square that is the only tensor of its storage (full_like's fill_ of a square):
+// its other operands are scalars or tensors without a padded dim (a 0-d fill value).
+bool inplace_over_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first,
+                         const at::Tensor& self) {
+  std::optional<Spare> own = square_rows(self);
+  if (!own) return false;
+  for (size_t i = first + 1; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().dim() > 0) return false;
+  }
+  const c10::OperatorName& name = op.operator_name();
+  if (lowering::checks_values(lowering::rule_for(name.name.substr(6), name.overload_name))) return false;
+  (*stack)[first] = whole_square(self, *own);
+  run_lowered(op, stack);
+  stack->back() = self;
+  return true;
+}
+}  // namespace
+
 bool inplace_pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
@@ -122,7 +142,7 @@ bool inplace_pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::
   // The stack's IValue and `self` share one TensorImpl: one reference to the storage.
   if (self.storage().use_count() != 1) return false;
   std::optional<Spare> own = spare_rows(self);
-  if (!own) return false;
+  if (!own) return inplace_over_square(op, stack, first, self);
   std::optional<Spare> grows = shared_growth(tensor_operands(*stack, first), self.dim());
   if (!grows || grows->dim != own->dim) return false;
   const c10::OperatorName& name = op.operator_name();
