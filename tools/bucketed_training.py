@@ -4,8 +4,9 @@
 
 A 2-layer tiny model (seeded weights) trains on `tpu` and on the CPU side by side, each step a
 batch padded to its own random length (20..200 tokens, as a collator that pads to the longest
-does): a causal LM (llama, gpt2; left padding, Transformers' causal-LM loss) or a sequence
-classifier (bert, roberta, modernbert; right padding, 3 labels), backward, AdamW. Printed per step:
+does): a causal LM (llama, gpt2; left padding, Transformers' causal-LM loss), a sequence
+classifier (bert, roberta, modernbert; right padding, 3 labels) or an encoder-decoder (bart, t5;
+right padding, labels of their own random length 5..60), backward, AdamW. Printed per step:
 the executables built, the step's seconds on `tpu` and on the CPU (PyTorch eager), and both
 losses. docs/bucketing.md reads it:
 a new length in a warm bucket should build (almost) nothing. The `tpu` device here is whatever
@@ -45,7 +46,17 @@ CONFIGS = {
                                                         pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                                         cls_token_id=1, sep_token_id=2),
 }
+CONFIGS["bart"] = lambda: transformers.BartConfig(vocab_size=512, d_model=64, encoder_layers=2, decoder_layers=2,
+                                                  encoder_attention_heads=4, decoder_attention_heads=4,
+                                                  encoder_ffn_dim=128, decoder_ffn_dim=128, dropout=0.0,
+                                                  attention_dropout=0.0, activation_dropout=0.0, pad_token_id=0,
+                                                  bos_token_id=1, eos_token_id=2, decoder_start_token_id=2,
+                                                  forced_eos_token_id=None)
+CONFIGS["t5"] = lambda: transformers.T5Config(vocab_size=512, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                              num_decoder_layers=2, num_heads=4, dropout_rate=0.0,
+                                              decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
 CLASSIFIERS = ("bert", "roberta", "modernbert")
+SEQ2SEQ = ("bart", "t5")
 
 
 def main():
@@ -55,8 +66,9 @@ def main():
     parser.add_argument("--model", choices=sorted(CONFIGS), default="llama")
     args = parser.parse_args()
     config = CONFIGS[args.model]()
-    classifier = args.model in CLASSIFIERS
-    auto = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForCausalLM
+    classifier, seq2seq = args.model in CLASSIFIERS, args.model in SEQ2SEQ
+    auto = (transformers.AutoModelForSequenceClassification if classifier else
+            transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM)
     torch.manual_seed(0)
     cpu = auto.from_config(config)
     dev = auto.from_config(config)
@@ -70,10 +82,12 @@ def main():
         n = rng.randint(20, 200)
         ids = torch.randint(3, 512, (args.batch, n), generator=torch.Generator().manual_seed(step))
         mask = torch.ones_like(ids)
-        if classifier:  # right padding, a label per sequence
+        if classifier or seq2seq:  # right padding; a label per sequence, or a target sequence
             mask[1:, n - n // 3:] = 0
             ids[1:, n - n // 3:] = 0
-            labels = torch.randint(0, 3, (args.batch,), generator=torch.Generator().manual_seed(step))
+            gen = torch.Generator().manual_seed(step)
+            labels = (torch.randint(3, 512, (args.batch, rng.randint(5, 60)), generator=gen) if seq2seq else
+                      torch.randint(0, 3, (args.batch,), generator=gen))
         else:
             mask[1:, : n // 3] = 0
             labels = ids
