@@ -104,6 +104,7 @@ void add_tensor(const c10::OperatorHandle* op, OpCall& call, const at::Tensor& t
   for (int64_t s : t.strides()) call.key.push_back(s);
   if (const RuntimeSize* size = runtime_size_of(t)) {  // the length is a parameter, not in the key
     ref.runtime_dim = static_cast<int>(size->dim);
+    ref.runtime_dim2 = static_cast<int>(size->dim2);
     ref.runtime_length = static_cast<int>(call.scalars.size());
     ScalarRef length{arg, c10::Scalar(size->length)};
     length.runtime_size = true;
@@ -245,7 +246,8 @@ OpCall read_op_call(const c10::OperatorHandle& op, const torch::jit::Stack& stac
   // Runtime sizes key by (tensor, dim) after the arguments (describe_key_change stops before).
   for (size_t i = 0; i < call.tensors.size(); ++i) {
     if (call.tensors[i].runtime_dim < 0) continue;
-    call.key.insert(call.key.end(), {kRuntimeSizes, static_cast<int64_t>(i), call.tensors[i].runtime_dim});
+    call.key.insert(call.key.end(),
+                    {kRuntimeSizes, static_cast<int64_t>(i), call.tensors[i].runtime_dim, call.tensors[i].runtime_dim2});
   }
   return call;
 }

@@ -28,8 +28,10 @@ struct TensorRef {
   int scalar = -1;   // CPU scalars: index into OpCall::scalars
   bool has_offset = false;
   program::Access access = program::Access::Whole;
-  // A runtime size (runtime_sizes.h): dim `runtime_dim` holds scalars[runtime_length] rows.
+  // A runtime size (runtime_sizes.h): dim `runtime_dim` (and `runtime_dim2` of a square, when
+  // not -1) holds scalars[runtime_length] rows.
   int runtime_dim = -1;
+  int runtime_dim2 = -1;
   int runtime_length = -1;
 };
 

@@ -46,6 +46,7 @@ class Assembler {
     if (t.storage < 0) return scalars_.at(t.scalar);
     Value v = p_.read(placement_.slots.at(t.storage), view_of(t, placement_.tensor_base + tensor_index));
     if (t.runtime_dim >= 0) v = hlo::with_runtime_size(p_.builder(), v, t.runtime_dim, scalars_.at(t.runtime_length));
+    if (t.runtime_dim2 >= 0) v = hlo::with_runtime_size(p_.builder(), v, t.runtime_dim2, scalars_.at(t.runtime_length));
     return v;
   }
 

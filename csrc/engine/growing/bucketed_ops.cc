@@ -92,7 +92,9 @@ std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::Op
     if (!t.is_privateuseone()) return false;
     at::Tensor source = t;
     for (const Padded& p : padded) {
-      if (capacity && p.slot == first + slot && p.elem == elem) source = whole_capacity(t, p.spare.dim, p.spare.capacity);
+      if (capacity && p.slot == first + slot && p.elem == elem) {
+        source = p.spare.dim2 >= 0 ? whole_square(t, p.spare) : whole_capacity(t, p.spare.dim, p.spare.capacity);
+      }
     }
     t = at::empty_strided(source.sizes(), source.strides(), source.options().device(c10::kMeta));
     return true;
@@ -119,6 +121,7 @@ std::optional<std::vector<std::vector<int64_t>>> meta_result_sizes(const c10::Op
 struct Decision {
   bool bucketed;
   std::vector<int64_t> result_dims;
+  std::vector<int64_t> result_dims2;  // a square result's second padded dim, else -1
 };
 std::mutex g_decisions_mu;
 std::unordered_map<std::string, Decision> g_decisions;
@@ -158,7 +161,10 @@ std::optional<std::string> call_form(const c10::OperatorHandle& op, const torch:
       append_size(form, s, length);
     }
     for (const Padded& p : padded) {
-      if (p.slot == slot && p.elem == elem) form += "@" + std::to_string(p.spare.dim) + "/" + std::to_string(p.spare.capacity);
+      if (p.slot == slot && p.elem == elem) {
+        form += "@" + std::to_string(p.spare.dim) + "/" + std::to_string(p.spare.capacity);
+        if (p.spare.dim2 >= 0) form += "&" + std::to_string(p.spare.dim2);
+      }
     }
     form += ';';
   };
@@ -222,6 +228,7 @@ std::string call_signature(const torch::jit::Stack& stack, size_t first, const s
     for (const Padded& p : padded) {
       if (p.slot == first + slot && p.elem == elem) {
         sig += "@" + std::to_string(p.spare.dim) + "/" + std::to_string(p.spare.capacity);
+        if (p.spare.dim2 >= 0) sig += "&" + std::to_string(p.spare.dim2);
       }
     }
     sig += ";";
@@ -366,16 +373,19 @@ Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
   auto exact = meta_result_sizes(op, stack, first, padded, false);
   auto over = exact ? meta_result_sizes(op, stack, first, padded, true) : std::nullopt;
   if (!over || over->size() != exact->size()) return refuse;
-  Decision decision{true, {}};
+  Decision decision{true, {}, {}};
   for (size_t r = 0; r < exact->size(); ++r) {
     const auto& e = (*exact)[r];
     const auto& c = (*over)[r];
     if (e.size() != c.size()) return refuse;
-    int64_t dim = -1;
+    int64_t dim = -1, dim2 = -1;
     for (size_t d = 0; d < e.size(); ++d) {
       if (e[d] == c[d]) continue;
-      if (dim >= 0 || e[d] != length || c[d] != capacity) return refuse;  // not a padded prefix
-      dim = static_cast<int64_t>(d);
+      if (e[d] != length || c[d] != capacity) return refuse;  // not a padded prefix
+      // A second padded dim makes a square ([L, L] of [C, C]: q @ k^T of padded q and k), for
+      // rules exact under the padder along any dim.
+      if (dim >= 0 && (dim2 >= 0 || kind != PaddedOperands::Exact)) return refuse;
+      (dim < 0 ? dim : dim2) = static_cast<int64_t>(d);
     }
     if (dim < 0 && kind == PaddedOperands::KeepsDim) return refuse;  // a count over the padded dim
     // A contiguous copy (clone, reshape's copy) of a padded prefix keeps its spare rows. With
@@ -385,6 +395,7 @@ Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
     // (growing_view.cc) make it dense first where the padding is in the way of a merge.
     if (kind == PaddedOperands::Contiguous && dim < 0) return refuse;
     decision.result_dims.push_back(dim);
+    decision.result_dims2.push_back(dim2);
   }
   return decision;
 }
@@ -414,25 +425,38 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();
   size_t first = stack->size() - num_args;
-  std::vector<Padded> padded;
+  std::vector<Padded> padded, squares;
   bool any_growable = false;
   for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
     if (t.is_privateuseone() && storage_buffer(t).growable) {
       any_growable = true;
-      if (std::optional<Spare> s = spare_rows(t)) padded.push_back({slot, elem, *s});
+      if (std::optional<Spare> s = spare_rows(t)) {
+        padded.push_back({slot, elem, *s});
+      } else if (std::optional<Spare> sq = square_rows(t)) {
+        squares.push_back({slot, elem, *sq});
+      }
     }
     return false;
   });
   if (padded.empty()) {  // the common case: decided before the op's name is built
     if (!any_growable) return false;
     if (op.schema().name() == "aten::embedding") return embedding_of_square(op, stack, first);
-    if (op.schema().name() != "aten::clone") return false;
-    return clone_square(op, stack, first) || clone_shifted(stack, first);
+    if (op.schema().name() == "aten::clone") return clone_square(op, stack, first) || clone_shifted(stack, first);
+    if (squares.empty()) return false;
   }
   const std::string name = full_name(op.operator_name());
   std::optional<PaddedOperands> how = padded_operands_of(op.operator_name().name.substr(6), op.operator_name().overload_name);
   if (!how || *how == PaddedOperands::FullReduction) return false;
   const PaddedOperands kind = *how;
+  // Squares (T5's attention scores and position bias on PyTorch's math path) join calls whose
+  // rule is exact under the padder along any dim: both of their dims get the runtime length.
+  if (!squares.empty()) {
+    if (kind != PaddedOperands::Exact) {
+      if (padded.empty()) return false;
+    } else {
+      padded.insert(padded.end(), squares.begin(), squares.end());
+    }
+  }
   if (op.schema().is_mutable() && kind != PaddedOperands::Scatter) return false;
   if (kind == PaddedOperands::IndicesOnly) {
     // The gathered rows' operand keeps its exact sizes even when its storage has spare rows (a
@@ -548,11 +572,11 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   for_each_tensor(*stack, first, [&](at::Tensor& t, size_t slot, int elem) {
     for (const Padded& p : padded) {
       if (p.slot != slot || p.elem != elem) continue;
-      t = whole_capacity(t, p.spare.dim, capacity);
+      t = p.spare.dim2 >= 0 ? whole_square(t, p.spare) : whole_capacity(t, p.spare.dim, capacity);
       keep_alive.push_back(t);
       // A scan and independent batches run over the capacity without a runtime size.
       if (kind != PaddedOperands::Prefix && kind != PaddedOperands::BatchDims) {
-        sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length});
+        sizes.push_back({t.unsafeGetTensorImpl(), p.spare.dim, length, p.spare.dim2});
       }
       return true;
     }
@@ -583,7 +607,12 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   size_t results = result_dims.size();
   for (size_t r = 0; r < results; ++r) {
     c10::IValue& v = (*stack)[stack->size() - results + r];
-    if (result_dims[r] >= 0) v = as_padded_prefix(v.toTensor(), result_dims[r], length);
+    const int64_t dim2 = decided->result_dims2.empty() ? -1 : decided->result_dims2[r];
+    if (dim2 >= 0) {
+      v = as_padded_square(v.toTensor(), result_dims[r], dim2, length);
+    } else if (result_dims[r] >= 0) {
+      v = as_padded_prefix(v.toTensor(), result_dims[r], length);
+    }
   }
   return true;
 }
