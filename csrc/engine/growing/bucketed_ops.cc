@@ -399,9 +399,7 @@ Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
   }
   return decision;
 }
-}  // namespace
 
-namespace {
 // embedding(weight, indices) of square indices (T5's relative position buckets, [L, L] of a
 // [C, C] bucket): the rows of the whole square, its spare indices made 0 first (they hold
 // anything, and an index out of range must raise only for a true one: the rule checks them all).
