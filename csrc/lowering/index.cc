@@ -589,10 +589,11 @@ const Registrar registrar({
 });
 
 // Gathers of padded indices from exact rows (an index past the length must raise, not read a
-// spare row; torch.gather of BERT's token types at its position ids), and index_copy of padded rows into an exact destination. The embedding's gradient
-// scatters padded rows at padded indices into an exact table: the padder drops the updates past
-// the length (the reshape to [B * L] rows keeps each batch's true rows), whatever the spare rows
-// and indices hold; exact rows with padded indices take the exact path (they would not compile).
+// spare row; torch.gather of BERT's token types at its position ids), and index_copy of padded
+// rows into an exact destination. The embedding's gradient scatters padded rows at padded indices
+// into an exact table: the padder drops the updates past the length (the reshape to [B * L] rows
+// keeps each batch's true rows), whatever the spare rows and indices hold; exact rows with padded
+// indices take the exact path (they would not compile).
 const PaddedOperandsRegistrar padded_operands({
     {"embedding", PaddedOperands::IndicesOnly},
     {"embedding_dense_backward", PaddedOperands::RowsWithIndices},

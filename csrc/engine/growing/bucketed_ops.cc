@@ -367,6 +367,12 @@ bool clone_shifted(torch::jit::Stack* stack, size_t first) {
 
 // Whether the call runs over the capacity, and which result dims carry the padding, from
 // PyTorch's meta kernel at the true sizes and at the capacity.
+// Rules that take squares (both dims of runtime length) and make them: those exact under the
+// padder along any dim, and gathers at square indices.
+bool takes_squares(PaddedOperands kind) {
+  return kind == PaddedOperands::Exact || kind == PaddedOperands::IndicesOnly;
+}
+
 Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t first,
                 const std::vector<Padded>& padded, PaddedOperands kind, int64_t length, int64_t capacity) {
   const Decision refuse{false, {}};
@@ -382,9 +388,9 @@ Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
     for (size_t d = 0; d < e.size(); ++d) {
       if (e[d] == c[d]) continue;
       if (e[d] != length || c[d] != capacity) return refuse;  // not a padded prefix
-      // A second padded dim makes a square ([L, L] of [C, C]: q @ k^T of padded q and k), for
-      // rules exact under the padder along any dim.
-      if (dim >= 0 && (dim2 >= 0 || kind != PaddedOperands::Exact)) return refuse;
+      // A second padded dim makes a square ([L, L] of [C, C]: q @ k^T of padded q and k, an
+      // embedding of square indices), for rules exact under the padder along any dim and gathers.
+      if (dim >= 0 && (dim2 >= 0 || !takes_squares(kind))) return refuse;
       (dim < 0 ? dim : dim2) = static_cast<int64_t>(d);
     }
     if (dim < 0 && kind == PaddedOperands::KeepsDim) return refuse;  // a count over the padded dim
@@ -398,24 +404,6 @@ Decision decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
     decision.result_dims2.push_back(dim2);
   }
   return decision;
-}
-
-// embedding(weight, indices) of square indices (T5's relative position buckets, [L, L] of a
-// [C, C] bucket): the rows of the whole square, its spare indices made 0 first (they hold
-// anything, and an index out of range must raise only for a true one: the rule checks them all).
-bool embedding_of_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first) {
-  if (!(*stack)[first + 1].isTensor() || !(*stack)[first].isTensor()) return false;
-  const at::Tensor indices = (*stack)[first + 1].toTensor();
-  std::optional<Spare> sq = square_rows(indices);
-  if (!sq || spare_rows((*stack)[first].toTensor()) || (*stack)[first].toTensor().size(0) == 0) return false;
-  const int64_t rank = indices.dim();
-  at::Tensor true_rows = rows_below(sq->capacity, sq->length, sq->dim, rank, indices)
-                             .logical_and(rows_below(sq->capacity, sq->length, sq->dim2, rank, indices));
-  (*stack)[first + 1] = at::where(true_rows, whole_square(indices, *sq), at::scalar_tensor(0, indices.options()));
-  run_lowered(op, stack);
-  c10::IValue& result = stack->back();
-  result = as_padded_square(result.toTensor(), sq->dim, sq->dim2, sq->length);
-  return true;
 }
 }  // namespace
 
@@ -438,7 +426,6 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   });
   if (padded.empty()) {  // the common case: decided before the op's name is built
     if (!any_growable) return false;
-    if (op.schema().name() == "aten::embedding") return embedding_of_square(op, stack, first);
     if (op.schema().name() == "aten::clone") return clone_square(op, stack, first) || clone_shifted(stack, first);
     if (squares.empty()) return false;
   }
@@ -446,10 +433,9 @@ bool runs_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   std::optional<PaddedOperands> how = padded_operands_of(op.operator_name().name.substr(6), op.operator_name().overload_name);
   if (!how || *how == PaddedOperands::FullReduction) return false;
   const PaddedOperands kind = *how;
-  // Squares (T5's attention scores and position bias on PyTorch's math path) join calls whose
-  // rule is exact under the padder along any dim: both of their dims get the runtime length.
+  // Squares (T5's attention scores, position bias and the embedding of its buckets).
   if (!squares.empty()) {
-    if (kind != PaddedOperands::Exact) {
+    if (!takes_squares(kind)) {
       if (padded.empty()) return false;
     } else {
       padded.insert(padded.end(), squares.begin(), squares.end());

@@ -40,11 +40,11 @@ at::Tensor empty_like(const at::Tensor& self, std::optional<at::ScalarType> dtyp
   return at::native::empty_like(self, dtype, layout, device, pin_memory, memory_format);
 }
 
-// The bucket of `self` for a new tensor of `size` (its own sizes), row-major over the capacity,
-// or an undefined tensor.
+// A new tensor of `self`'s own sizes in its bucket (row-major over the capacity, all of it
+// zeros with `zeros`), or an undefined tensor where `size` or the options differ.
 at::Tensor new_in_bucket(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
-                         std::optional<bool> pin_memory) {
+                         std::optional<bool> pin_memory, bool zeros) {
   if ((device && *device != self.device()) || (layout && *layout != at::kStrided) || pin_memory.value_or(false) ||
       size.size() != static_cast<size_t>(self.dim())) {
     return {};
@@ -56,26 +56,23 @@ at::Tensor new_in_bucket(const at::Tensor& self, c10::SymIntArrayRef size, std::
   if (!s || s->dim2 >= 0) return {};
   std::vector<int64_t> sizes = self.sizes().vec();
   sizes[s->dim] = s->capacity;
-  at::Tensor whole = at::empty(sizes, self.options().dtype(dtype.value_or(self.scalar_type())));
-  return as_padded_prefix(whole, s->dim, s->length);
+  at::TensorOptions options = self.options().dtype(dtype.value_or(self.scalar_type()));
+  return as_padded_prefix(zeros ? at::zeros(sizes, options) : at::empty(sizes, options), s->dim, s->length);
 }
 
 at::Tensor new_empty(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                      std::optional<at::Layout> layout, std::optional<at::Device> device,
                      std::optional<bool> pin_memory) {
-  at::Tensor made = new_in_bucket(self, size, dtype, layout, device, pin_memory);
+  at::Tensor made = new_in_bucket(self, size, dtype, layout, device, pin_memory, /*zeros=*/false);
   return made.defined() ? made : at::native::new_empty_symint(self, size, dtype, layout, device, pin_memory);
 }
 
-// Zeros over the whole bucket: the spare rows are zero too (one fill of the capacity).
 at::Tensor new_zeros(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                      std::optional<at::Layout> layout, std::optional<at::Device> device,
                      std::optional<bool> pin_memory) {
-  at::Tensor made = new_in_bucket(self, size, dtype, layout, device, pin_memory);
-  if (!made.defined()) return at::native::new_zeros(self, C10_AS_INTARRAYREF_SLOW(size), dtype, layout, device, pin_memory);
-  std::optional<Spare> s = spare_rows(made);
-  whole_capacity(made, s->dim, s->capacity).zero_();
-  return made;
+  at::Tensor made = new_in_bucket(self, size, dtype, layout, device, pin_memory, /*zeros=*/true);
+  return made.defined() ? made
+                        : at::native::new_zeros(self, C10_AS_INTARRAYREF_SLOW(size), dtype, layout, device, pin_memory);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

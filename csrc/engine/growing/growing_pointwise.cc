@@ -108,13 +108,9 @@ bool pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* s
   return true;
 }
 
-// In-place pointwise ops on a padded prefix that is the only tensor of its storage (autograd's
-// in-place sum of two gradients of one tensor, x.add_(y)): the op over the whole capacity, which
-// writes the spare rows too. Another tensor of the same storage (a slice of a longer prefix, a
-// view from row k) may hold true rows there, so shared storages keep the exact path.
 namespace {
-// The same for a square that is the only tensor of its storage (full_like's fill_ of a square):
-// its other operands are scalars or tensors without a padded dim (a 0-d fill value).
+// inplace_pointwise_over_capacity (below) for a square that is the only tensor of its storage
+// (full_like's fill_ of a square): its other operands are scalars or 0-d tensors.
 bool inplace_over_square(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first,
                          const at::Tensor& self) {
   std::optional<Spare> own = square_rows(self);
@@ -132,6 +128,10 @@ bool inplace_over_square(const c10::OperatorHandle& op, torch::jit::Stack* stack
 }
 }  // namespace
 
+// In-place pointwise ops on a padded prefix that is the only tensor of its storage (autograd's
+// in-place sum of two gradients of one tensor, x.add_(y)): the op over the whole capacity, which
+// writes the spare rows too. Another tensor of the same storage (a slice of a longer prefix, a
+// view from row k) may hold true rows there, so shared storages keep the exact path.
 bool inplace_pointwise_over_capacity(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!growing_dims_enabled()) return false;
   size_t num_args = op.schema().arguments().size();

@@ -49,11 +49,10 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
     }
     // A square (T5's relative positions, (relative_position > 0).to(torch.long)) likewise.
     if (std::optional<Spare> sq = square_rows(self)) {
-      at::Tensor whole = at::native::_to_copy(whole_square(self, *sq), dtype, layout, device, pin_memory,
-                                              non_blocking, at::MemoryFormat::Preserve);
-      if (whole.strides() == whole_square(self, *sq).strides()) {
-        return as_padded_square(whole, sq->dim, sq->dim2, sq->length);
-      }
+      at::Tensor source = whole_square(self, *sq);
+      at::Tensor whole = at::native::_to_copy(source, dtype, layout, device, pin_memory, non_blocking,
+                                              at::MemoryFormat::Preserve);
+      if (whole.strides() == source.strides()) return as_padded_square(whole, sq->dim, sq->dim2, sq->length);
     }
   }
   at::Tensor copy = at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
