@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch_tpu
+
 from helpers import DEV
 from paired_models import Paired, assert_builds_at_most, built_at_new_lengths
 from test_bucketing import is_padded
@@ -86,7 +88,7 @@ def test_position_ids_sliced_from_a_buffer_stay_in_the_bucket_and_alias_it():
     for positions in (512, 514):
         row = torch.arange(positions)[None].to(DEV)
         window = row[:, :53]
-        assert torch_tpu_capacity(window) == 128
+        assert torch_tpu._C._padded_capacity(window, 1) == 128
         table = torch.randn(positions, 8)
         table[60] = float("nan")  # a spare row's id: must not reach a true row
         got = F.embedding(window, table.to(DEV))
@@ -98,11 +100,6 @@ def test_position_ids_sliced_from_a_buffer_stay_in_the_bucket_and_alias_it():
         assert row[0, 6].item() == 9
 
 
-def torch_tpu_capacity(t, dim=1):
-    import torch_tpu
-    return torch_tpu._C._padded_capacity(t, dim)
-
-
 @pytest.mark.parametrize("length", [2, 3, 127, 129])
 def test_a_gather_of_padded_indices_matches_cpu_and_checks_its_true_indices(length):
     """torch.gather from an exact source, or from an int64 source uploaded into a bucket of its
@@ -111,7 +108,7 @@ def test_a_gather_of_padded_indices_matches_cpu_and_checks_its_true_indices(leng
     ids = right_padded_batch(length, seed=length)[0]
     for source in (torch.arange(3 * 514).view(3, 514), torch.randn(3, 600)):
         dev_ids = ids.to(DEV)
-        spare = dev_ids.as_strided((3, torch_tpu_capacity(dev_ids)), dev_ids.stride())
+        spare = dev_ids.as_strided((3, torch_tpu._C._padded_capacity(dev_ids, 1)), dev_ids.stride())
         spare[:, length:] = 10 ** 9  # the spare rows' ids: out of range
         got = torch.gather(source.to(DEV), 1, dev_ids)
         assert is_padded(got)
